@@ -1,0 +1,28 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint reproduce bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m scenarios.paper_reproduction --bundled
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q
+
+reproduce: $(STAMP)
+	$(BIN)/python -m scenarios.paper_reproduction
+
+bench: $(STAMP)
+	$(BIN)/python -m scenarios.benchmarks.feature_arrival
+
+clean:
+	rm -rf $(VENV) build *.egg-info

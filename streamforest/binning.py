@@ -1,0 +1,206 @@
+"""Binning of feature columns: each column is binned once, on arrival, into at most 255 bins plus a missing bin.
+
+Trees never see raw values: they train and route on one byte per value. The same :class:`ColumnBinner` maps the
+training column, later samples and prediction inputs, so a threshold learned on bins means the same thing
+everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: The bin reserved for missing values (NaN, None, unseen categories).
+MISSING_BIN = 255
+#: The largest number of value bins a column may have.
+MAX_BINS = 255
+#: Quantiles are estimated on at most this many values, drawn with a fixed seed (deterministic).
+QUANTILE_SUBSAMPLE = 200_000
+
+
+def _is_nominal_array(values: np.ndarray) -> bool:
+    return values.dtype.kind in "OUSb"
+
+
+def _as_float(values: np.ndarray, name: str) -> np.ndarray:
+    try:
+        out = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"feature {name!r}: numeric values expected; declare kind='nominal' for categories ({exc})"
+        ) from None
+    if np.isinf(out).any():
+        raise ValueError(f"feature {name!r}: infinite values are not allowed (use NaN for missing)")
+    return out
+
+
+@dataclass
+class ColumnBinner:
+    """How one feature column maps to bins.
+
+    Parameters
+    ----------
+    name
+        The feature's name.
+    kind
+        ``"numeric"``: bin ``b`` holds values ``edges[b-1] < x <= edges[b]``. ``"nominal"``: bin ``b`` is
+        ``categories[b]``; the trees split nominal columns by sets of categories.
+    edges
+        Upper edges of the numeric bins (one fewer than the bins).
+    categories
+        The category values of a nominal column, in bin order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> b = ColumnBinner.fit("x", np.array([3.0, 1.0, np.nan, 2.0, 1.0]))
+    >>> b.n_bins
+    3
+    >>> b.transform(np.array([1.0, 2.5, np.nan, 10.0])).tolist()
+    [0, 1, 255, 2]
+    >>> c = ColumnBinner.fit("colour", np.array(["red", "blue", "red", None], dtype=object))
+    >>> c.kind, c.categories
+    ('nominal', ['blue', 'red'])
+    >>> c.transform(np.array(["red", "green", None], dtype=object)).tolist()
+    [1, 255, 255]
+    """
+
+    name: str
+    kind: str
+    edges: np.ndarray = field(default_factory=lambda: np.empty(0))
+    categories: list[Any] = field(default_factory=list)
+
+    @property
+    def n_bins(self) -> int:
+        """The number of value bins (the missing bin not counted)."""
+        if self.kind == "nominal":
+            return max(len(self.categories), 1)
+        return len(self.edges) + 1
+
+    @property
+    def is_nominal(self) -> bool:
+        return self.kind == "nominal"
+
+    @classmethod
+    def fit(cls, name: str, values: Any, kind: str | None = None) -> ColumnBinner:
+        """Learn the bins of a column (quantile edges, or the categories of a nominal column)."""
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"feature {name!r}: a column must be 1-D, got shape {values.shape}")
+        if kind is None:
+            kind = "nominal" if _is_nominal_array(values) else "numeric"
+        if kind == "nominal":
+            return cls(name=name, kind="nominal", categories=_fit_categories(values))
+        if kind != "numeric":
+            raise ValueError(f"feature {name!r}: kind must be 'numeric' or 'nominal', got {kind!r}")
+        x = _as_float(values, name)
+        return cls(name=name, kind="numeric", edges=_fit_edges(x[~np.isnan(x)]))
+
+    def transform(self, values: Any) -> np.ndarray:
+        """Map values to bins (``uint8``); missing values and unseen categories to :data:`MISSING_BIN`."""
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"feature {self.name!r}: a column must be 1-D, got shape {values.shape}")
+        if self.kind == "nominal":
+            return _transform_categories(values, self.categories)
+        x = _as_float(values, self.name)
+        out = np.searchsorted(self.edges, x, side="left").astype(np.uint8)
+        out[np.isnan(x)] = MISSING_BIN
+        return out
+
+    def fit_transform(self, values: Any) -> np.ndarray:
+        return self.transform(values)
+
+    def threshold(self, bin_index: int) -> float:
+        """The raw-value threshold of a numeric split ``bin <= bin_index`` (i.e. ``x <= threshold``)."""
+        if bin_index >= len(self.edges):
+            return float("inf")
+        return float(self.edges[bin_index])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "edges": [float(e) for e in self.edges],
+            "categories": list(self.categories),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ColumnBinner:
+        return cls(
+            name=d["name"],
+            kind=d["kind"],
+            edges=np.asarray(d["edges"], dtype=np.float64),
+            categories=list(d["categories"]),
+        )
+
+
+def _fit_edges(x: np.ndarray) -> np.ndarray:
+    """Bin edges: midpoints between distinct values when there are few, quantiles otherwise."""
+    if x.size == 0:
+        return np.empty(0)
+    if x.size > QUANTILE_SUBSAMPLE:
+        x = np.random.default_rng(0).choice(x, QUANTILE_SUBSAMPLE, replace=False)
+    distinct = np.unique(x)
+    if distinct.size <= MAX_BINS:
+        return (distinct[:-1] + distinct[1:]) / 2.0
+    qs = np.quantile(x, np.linspace(0, 1, MAX_BINS + 1)[1:-1], method="linear")
+    edges = np.unique(qs)
+    # An edge that falls on a value would put that value in the lower bin; that is what x <= edge means.
+    return edges
+
+
+def _category_key(v: Any) -> Any:
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return int(f) if f.is_integer() else f
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.str_):
+        return str(v)
+    return v
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, (float, np.floating)) and np.isnan(v))
+
+
+def _fit_categories(values: np.ndarray) -> list[Any]:
+    seen = {_category_key(v) for v in values.tolist() if not _is_missing(v)}
+    if not all(isinstance(v, (int, float, str, bool)) for v in seen):
+        raise TypeError("nominal values must be strings, numbers or booleans")
+    cats = sorted(seen, key=lambda v: (type(v).__name__, v))
+    if len(cats) > MAX_BINS:
+        # The most frequent categories keep their own bin; the rarest fold into the missing bin.
+        counts: dict[Any, int] = {}
+        for v in values.tolist():
+            if not _is_missing(v):
+                k = _category_key(v)
+                counts[k] = counts.get(k, 0) + 1
+        keep = set(sorted(cats, key=lambda c: (-counts[c], type(c).__name__, c))[:MAX_BINS])
+        cats = [c for c in cats if c in keep]
+    return cats
+
+
+def _transform_categories(values: np.ndarray, categories: list[Any]) -> np.ndarray:
+    lookup = {c: i for i, c in enumerate(categories)}
+    out = np.full(values.shape[0], MISSING_BIN, dtype=np.uint8)
+    if values.dtype.kind in "fiu" and all(isinstance(c, (int, float)) for c in categories):
+        # Numeric category codes: vectorised lookup rather than a Python loop per value.
+        cat_vals = np.asarray(categories, dtype=np.float64)
+        order = np.argsort(cat_vals)
+        x = values.astype(np.float64)
+        pos = np.searchsorted(cat_vals[order], x)
+        pos = np.clip(pos, 0, max(len(categories) - 1, 0))
+        if len(categories):
+            hit = cat_vals[order][pos] == x
+            out[hit] = order[pos[hit]].astype(np.uint8)
+        return out
+    for i, v in enumerate(values.tolist()):
+        if not _is_missing(v):
+            b = lookup.get(_category_key(v))
+            if b is not None:
+                out[i] = b
+    return out

@@ -1,0 +1,688 @@
+"""FeatureStreamForest: a random forest that grows a generation of trees with every arriving feature."""
+
+from __future__ import annotations
+
+import math
+import secrets
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamforest import sampling
+from streamforest._random import derive_seed
+from streamforest.binning import ColumnBinner
+from streamforest.bookkeeping import WeightLedger, shares
+from streamforest.columns import ColumnStore
+from streamforest.metrics import log_loss, r2, roc_auc
+from streamforest.tree import route
+from streamforest.tree.model import Trees, concat, grow
+
+POLICIES = ("challenger", "baseline")
+TASKS = ("classification", "regression")
+FEATURE_SAMPLING = ("auto", "uniform", "importance")
+
+
+@dataclass
+class Generation:
+    """The trees grown when one feature arrived (or several, once merged), sharing one weight."""
+
+    id: int
+    forced: list[str]
+    log_weight: float
+    trees: Trees
+    subspaces: list[np.ndarray]
+    seeds: np.ndarray
+
+    @property
+    def n_trees(self) -> int:
+        return self.trees.n_trees
+
+
+@dataclass
+class FeatureReport:
+    """What happened when a feature arrived: returned by :meth:`FeatureStreamForest.add_feature`."""
+
+    feature: str
+    generation: int
+    log_weight: float
+    weight_share: float
+    n_trees: int
+    pruned: list[int] = field(default_factory=list)
+    merged: list[int] = field(default_factory=list)
+    importance: float = 0.0
+    oob_metric: str = ""
+    oob_before: float | None = None
+    oob_after: float | None = None
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FeatureStreamForest:
+    """A random forest on a stream of features (Motl & Kordík, 2019).
+
+    Every call to :meth:`add_feature` grows a *generation* of ``trees_per_generation`` trees. Under the
+    ``"challenger"`` policy every tree of the generation may use the new feature, older features join each tree so
+    that a tree sees ``max_features`` of the features on average, and the generation's weight comes from the
+    weighted-feature-use bookkeeping (:mod:`streamforest.bookkeeping`) so that old and new features are equally
+    represented. Generations whose weight share falls under ``prune_threshold`` are dropped.
+
+    Parameters
+    ----------
+    trees_per_generation
+        Trees grown per arriving feature (and by :meth:`fit`).
+    max_features
+        Expected share (float) or count (int) of the features in a tree's subspace, the forced one counting.
+    max_depth
+        Depth limit of the trees (``None``: unlimited).
+    min_samples_leaf
+        Least (bootstrap-weighted) number of samples in a leaf.
+    split_features
+        Share of a tree's subspace drawn anew at every split (``None``: the whole subspace, as in the paper).
+    policy
+        ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
+        alike, equal weights).
+    feature_sampling
+        How old features join a tree: ``"uniform"`` (the paper), ``"importance"`` (in proportion to their
+        importance in the current forest, with a uniform floor) or ``"auto"`` (uniform until the stream is wider
+        than ``max_subspace`` can follow).
+    max_subspace
+        Cap on the expected subspace size, so that a generation costs O(1) in the number of features.
+    prune_threshold
+        Generations whose share of the total weight is below this are dropped (0 keeps everything).
+    max_generations
+        Budget of alive generations; past it the two oldest are merged into one (see *Wide streams*).
+    task
+        ``"classification"`` or ``"regression"``.
+    oob_score
+        Whether :meth:`add_feature` reports the out-of-bag score before and after the new generation.
+    random_state
+        Seed; the same seed, data and order give the same forest in any process.
+
+    Notes
+    -----
+    *Wide streams.* With a constant ``max_features`` ratio a generation costs O(d) and, once mtry is small, weights
+    stop growing geometrically, so pruning by share stops bounding the forest. Three things keep it bounded:
+    ``max_subspace`` caps the per-tree subspace; past that cap old features are sampled by importance, so the
+    informative ones stay in the trees; and ``max_generations`` bounds the alive generations by merging the two
+    oldest: the merged generation keeps ``trees_per_generation`` trees, drawn from each in proportion to its weight,
+    and carries the sum of their weights. Each tree then stands for the same weight as before in expectation, so the
+    bookkeeping (total weight, expected weighted use of every feature) is preserved.
+
+    *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
+    set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
+    the one it would have been had the samples been there from the start.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(400, 3))
+    >>> y = (X[:, 0] + X[:, 2] > 0).astype(int)
+    >>> f = FeatureStreamForest(trees_per_generation=10, random_state=1)
+    >>> r = f.add_feature("a", X[:, 0], y=y)
+    >>> r = f.add_feature("b", X[:, 1])
+    >>> r = f.add_feature("c", X[:, 2])
+    >>> r.generation, r.oob_metric, r.oob_after > r.oob_before
+    (2, 'auc', True)
+    >>> f.predict_proba(X[:2]).shape
+    (2, 2)
+    >>> max(f.feature_importances_, key=f.feature_importances_.get) in ("a", "c")
+    True
+    """
+
+    def __init__(
+        self,
+        trees_per_generation: int = 30,
+        max_features: float | int = 2 / 3,
+        max_depth: int | None = 6,
+        min_samples_leaf: float = 1,
+        split_features: float | None = None,
+        policy: str = "challenger",
+        feature_sampling: str = "auto",
+        max_subspace: int | None = 64,
+        prune_threshold: float = 1e-3,
+        max_generations: int | None = 40,
+        task: str = "classification",
+        oob_score: bool = True,
+        random_state: int | None = None,
+    ) -> None:
+        self.trees_per_generation = trees_per_generation
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.split_features = split_features
+        self.policy = policy
+        self.feature_sampling = feature_sampling
+        self.max_subspace = max_subspace
+        self.prune_threshold = prune_threshold
+        self.max_generations = max_generations
+        self.task = task
+        self.oob_score = oob_score
+        self.random_state = random_state
+        self._check_params()
+        self._seed = int(random_state) if random_state is not None else secrets.randbits(63)
+        self._reset()
+
+    # ------------------------------------------------------------------ parameters and state
+
+    def _params(self) -> dict[str, Any]:
+        return {
+            "trees_per_generation": self.trees_per_generation,
+            "max_features": self.max_features,
+            "max_depth": self.max_depth,
+            "min_samples_leaf": self.min_samples_leaf,
+            "split_features": self.split_features,
+            "policy": self.policy,
+            "feature_sampling": self.feature_sampling,
+            "max_subspace": self.max_subspace,
+            "prune_threshold": self.prune_threshold,
+            "max_generations": self.max_generations,
+            "task": self.task,
+            "oob_score": self.oob_score,
+            "random_state": self.random_state,
+        }
+
+    def _check_params(self) -> None:
+        def positive_int(name: str, v: Any, allow_none: bool = False) -> None:
+            if v is None and allow_none:
+                return
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {v!r}")
+
+        positive_int("trees_per_generation", self.trees_per_generation)
+        positive_int("max_depth", self.max_depth, allow_none=True)
+        positive_int("max_subspace", self.max_subspace, allow_none=True)
+        positive_int("max_generations", self.max_generations, allow_none=True)
+        if self.max_generations is not None and self.max_generations < 2:
+            raise ValueError(f"max_generations must be at least 2, got {self.max_generations}")
+        mf = self.max_features
+        if isinstance(mf, bool) or not isinstance(mf, (int, float, np.integer, np.floating)):
+            raise TypeError(f"max_features must be a float in (0, 1] or a positive int, got {mf!r}")
+        if isinstance(mf, (float, np.floating)) and not 0 < mf <= 1:
+            raise ValueError(f"max_features as a share must be in (0, 1], got {mf}")
+        if isinstance(mf, (int, np.integer)) and mf < 1:
+            raise ValueError(f"max_features as a count must be >= 1, got {mf}")
+        if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 1):
+            raise ValueError(f"min_samples_leaf must be a number >= 1, got {self.min_samples_leaf!r}")
+        if self.split_features is not None and not 0 < self.split_features <= 1:
+            raise ValueError(f"split_features must be in (0, 1] or None, got {self.split_features!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.feature_sampling not in FEATURE_SAMPLING:
+            raise ValueError(f"feature_sampling must be one of {FEATURE_SAMPLING}, got {self.feature_sampling!r}")
+        if not 0 <= self.prune_threshold < 1:
+            raise ValueError(f"prune_threshold must be in [0, 1), got {self.prune_threshold!r}")
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+
+    def _reset(self) -> None:
+        self.feature_names_: list[str] = []
+        self._binners: list[ColumnBinner] = []
+        self._store: ColumnStore | None = None
+        self._y_cls = np.zeros(0, dtype=np.int32)
+        self._y_reg = np.zeros(0, dtype=np.float64)
+        self.classes_: np.ndarray | None = None
+        self._ledger = WeightLedger()
+        self._generations: list[Generation] = []
+        self._next_generation = 0
+        self._packed: tuple[Trees, np.ndarray] | None = None
+        self._oob_sum = np.zeros((0, 0))
+        self._oob_count = np.zeros(0)
+        self._oob_log_ref = 0.0
+
+    @property
+    def _n_classes(self) -> int:
+        """Number of classes, 0 for regression (the trees' convention)."""
+        return 0 if self.task == "regression" else len(self.classes_)
+
+    @property
+    def n_samples_(self) -> int:
+        return 0 if self._store is None else self._store.n_samples
+
+    @property
+    def n_features_in_(self) -> int:
+        return len(self.feature_names_)
+
+    @property
+    def n_trees_(self) -> int:
+        return sum(g.n_trees for g in self._generations)
+
+    @property
+    def generations_(self) -> list[dict[str, Any]]:
+        """Alive generations: id, forced feature(s), weight share, log weight, number of trees."""
+        w = shares(np.array([g.log_weight for g in self._generations]))
+        return [
+            {"id": g.id, "forced": list(g.forced), "weight_share": float(s), "log_weight": g.log_weight,
+             "n_trees": g.n_trees}
+            for g, s in zip(self._generations, w, strict=True)
+        ]
+
+    # ------------------------------------------------------------------ input checks
+
+    def _set_target(self, y: Any) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D, got shape {y.shape}")
+        if y.size == 0:
+            raise ValueError("y is empty")
+        if self.task == "regression":
+            try:
+                yr = y.astype(np.float64)
+            except (TypeError, ValueError):
+                raise TypeError("regression targets must be numbers") from None
+            if not np.isfinite(yr).all():
+                raise ValueError("y contains NaN or infinite values")
+            self._y_reg = yr
+            self._y_cls = np.zeros(y.size, dtype=np.int32)
+            return y
+        if y.dtype.kind == "f" and np.isnan(y).any():
+            raise ValueError("y contains NaN labels")
+        if y.dtype.kind == "O" and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in y):
+            raise ValueError("y contains missing labels")
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"y has a single class ({classes[0]!r}): at least two are needed")
+        self.classes_ = classes
+        self._y_cls = codes.astype(np.int32)
+        self._y_reg = np.zeros(y.size, dtype=np.float64)
+        return y
+
+    def _encode_labels(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.task == "regression":
+            yr = np.asarray(y, dtype=np.float64)
+            if not np.isfinite(yr).all():
+                raise ValueError("y contains NaN or infinite values")
+            return np.zeros(yr.size, dtype=np.int32), yr
+        if y.dtype.kind == "f" and np.isnan(y).any():
+            raise ValueError("y contains NaN labels")
+        pos = np.searchsorted(self.classes_, y)
+        pos = np.clip(pos, 0, len(self.classes_) - 1)
+        bad = self.classes_[pos] != y
+        if bad.any():
+            raise ValueError(f"y contains classes not seen on the first call: {sorted(set(y[bad].tolist()))[:5]}")
+        return pos.astype(np.int32), np.zeros(y.size, dtype=np.float64)
+
+    def _bin_inputs(self, X: Any, what: str = "X") -> np.ndarray:
+        """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
+        d = self.n_features_in_
+        if isinstance(X, Mapping) or (hasattr(X, "keys") and hasattr(X, "__getitem__") and not hasattr(X, "shape")):
+            return self._bin_mapping(X, what)
+        if hasattr(X, "columns") and hasattr(X, "__getitem__"):  # a data frame: by column name
+            return self._bin_mapping({str(c): X[c] for c in X.columns}, what)
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"{what} must be 2-D (samples x features), got shape {X.shape}")
+        if X.shape[1] != d:
+            raise ValueError(f"{what} has {X.shape[1]} columns; the forest has {d} features (in arrival order)")
+        out = np.empty((d, X.shape[0]), dtype=np.uint8)
+        for j, b in enumerate(self._binners):
+            out[j] = b.transform(X[:, j])
+        return out
+
+    def _bin_mapping(self, X: Mapping, what: str) -> np.ndarray:
+        names = [str(k) for k in X.keys()]
+        known = set(self.feature_names_)
+        unknown = [k for k in names if k not in known]
+        if unknown:
+            raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
+        missing = [k for k in self.feature_names_ if k not in set(names)]
+        if missing:
+            raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
+        lengths = {np.asarray(X[k]).shape[0] if np.ndim(X[k]) else 1 for k in X.keys()}
+        if len(lengths) != 1:
+            raise ValueError(f"{what}: columns differ in length ({sorted(lengths)})")
+        m = lengths.pop()
+        out = np.empty((self.n_features_in_, m), dtype=np.uint8)
+        by_name = {str(k): k for k in X.keys()}
+        for j, (name, b) in enumerate(zip(self.feature_names_, self._binners, strict=True)):
+            out[j] = b.transform(np.atleast_1d(np.asarray(X[by_name[name]])))
+        return out
+
+    # ------------------------------------------------------------------ growing
+
+    def _feature_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        is_nominal = np.array([b.is_nominal for b in self._binners], dtype=np.bool_)
+        n_bins = np.array([b.n_bins for b in self._binners], dtype=np.int32)
+        return is_nominal, n_bins
+
+    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray) -> Trees:
+        is_nominal, n_bins = self._feature_arrays()
+        split_k = 0
+        if self.split_features is not None:
+            split_k = -1  # resolved per tree below: a share of each tree's own subspace
+        depth = self.max_depth if self.max_depth is not None else 10_000
+        if split_k == 0:
+            return grow(
+                self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces,
+                seeds, is_nominal, n_bins, max_depth=depth, min_samples_leaf=self.min_samples_leaf,
+            )
+        # Trees with the same subspace size share one split_k: group them, grow, and restore the order.
+        ks = [max(1, math.ceil(self.split_features * len(s))) for s in subspaces]
+        parts: dict[int, list[int]] = {}
+        for t, k in enumerate(ks):
+            parts.setdefault(k, []).append(t)
+        grown: dict[int, Trees] = {}
+        for k, idx in parts.items():
+            batch = grow(
+                self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes,
+                [subspaces[t] for t in idx], seeds[idx], is_nominal, n_bins, max_depth=depth,
+                min_samples_leaf=self.min_samples_leaf, split_features=k,
+            )
+            for pos, t in enumerate(idx):
+                grown[t] = batch.take(np.array([pos]))
+        return concat([grown[t] for t in range(len(subspaces))])
+
+    def _seeds(self, generation: int, n_trees: int) -> np.ndarray:
+        return np.array([derive_seed(self._seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
+
+    def _sample_masks(self, generation: int) -> np.ndarray:
+        d = self.n_features_in_
+        T = self.trees_per_generation
+        rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
+        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
+        p_old = (k - 1.0) / (d - 1.0) if d > 1 else 1.0
+        if self.policy == "baseline":
+            return sampling.uniform(rng, T, d, min(1.0, p_old))
+        by_importance = self.feature_sampling == "importance" or (
+            self.feature_sampling == "auto" and sampling.is_capped(d, self.max_features, self.max_subspace)
+        )
+        imp = self._importance_vector() if by_importance and self._generations else None
+        return sampling.challenger(rng, T, sampling.old_feature_probabilities(d, k, imp))
+
+    def add_feature(self, name: str, values: Any, y: Any = None, kind: str | None = None) -> FeatureReport:
+        """A feature arrives: bin it, grow a generation that uses it, weigh it, prune.
+
+        Parameters
+        ----------
+        name
+            Unique feature name.
+        values
+            One value per training sample (NaN or None = missing; strings make a nominal column).
+        y
+            The training labels: required on the first call (it fixes the samples), optional and checked later.
+        kind
+            ``"numeric"`` or ``"nominal"``; inferred from the values when omitted.
+        """
+        import time
+
+        start = time.perf_counter()
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a feature name must be a non-empty string, got {name!r}")
+        if name in self.feature_names_:
+            raise ValueError(f"duplicate feature name {name!r}")
+        values = np.asarray(values)
+        if values.ndim != 1:
+            raise ValueError(f"feature {name!r}: values must be 1-D, got shape {values.shape}")
+        first = self._store is None
+        if first:
+            if y is None:
+                raise ValueError("y (the training labels) is required on the first call to add_feature")
+            y_arr = np.asarray(y)
+            if y_arr.ndim != 1 or values.shape[0] != y_arr.shape[0]:
+                raise ValueError(
+                    f"feature {name!r} has {values.shape[0]} values but y has {np.shape(y_arr)} labels"
+                )
+        elif values.shape[0] != self.n_samples_:
+            raise ValueError(f"feature {name!r} has {values.shape[0]} values; the forest has {self.n_samples_} samples")
+        binner = ColumnBinner.fit(name, values, kind)
+        binned = binner.transform(values)
+        if first:
+            self._set_target(y)
+            self._store = ColumnStore(values.shape[0])
+            self._oob_sum = np.zeros((values.shape[0], max(self._n_classes, 1)))
+            self._oob_count = np.zeros(values.shape[0])
+        elif y is not None:
+            self._check_same_labels(y)
+        self._binners.append(binner)
+        self.feature_names_.append(name)
+        self._store.add_column(binned)
+
+        before = self._oob_value() if self._generations else None
+        gen_id = self._next_generation
+        self._next_generation += 1
+        masks = self._sample_masks(gen_id)
+        use = masks.sum(axis=0).astype(np.float64)
+        log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
+        self._add_generation(gen_id, [name], log_w, sampling.masks_to_subspaces(masks))
+        pruned = self._prune()
+        merged = self._enforce_budget()
+        after = self._oob_value()
+        gen = next(g for g in self._generations if name in g.forced)
+        share = dict((g["id"], g["weight_share"]) for g in self.generations_)[gen.id]
+        imp = self._importance_vector()
+        return FeatureReport(
+            feature=name, generation=gen_id, log_weight=log_w, weight_share=share, n_trees=gen.n_trees,
+            pruned=pruned, merged=merged, importance=float(imp[-1]), oob_metric=self._oob_metric_name(),
+            oob_before=before, oob_after=after, seconds=time.perf_counter() - start,
+        )
+
+    def _check_same_labels(self, y: Any) -> None:
+        y = np.asarray(y)
+        if y.shape != (self.n_samples_,):
+            raise ValueError(f"y has {y.shape} labels; the forest has {self.n_samples_} samples")
+        codes, yr = self._encode_labels(y)
+        if not (np.array_equal(codes, self._y_cls) and np.array_equal(yr, self._y_reg)):
+            raise ValueError("y differs from the labels given earlier (use add_samples for new samples)")
+
+    def _add_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray]) -> None:
+        seeds = self._seeds(gen_id, len(subspaces))
+        trees = self._grow(subspaces, seeds)
+        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds)
+        self._generations.append(gen)
+        self._packed = None
+        self._oob_apply(gen, +1.0)
+
+    def _prune(self) -> list[int]:
+        if self.prune_threshold <= 0 or len(self._generations) < 2:
+            return []
+        w = shares(np.array([g.log_weight for g in self._generations]))
+        newest = self._generations[-1]
+        drop = [g for g, s in zip(self._generations, w, strict=True) if s < self.prune_threshold and g is not newest]
+        for g in drop:
+            self._oob_apply(g, -1.0)
+        self._generations = [g for g in self._generations if all(g is not d for d in drop)]
+        if drop:
+            self._packed = None
+        return [g.id for g in drop]
+
+    def _enforce_budget(self) -> list[int]:
+        merged: list[int] = []
+        while self.max_generations is not None and len(self._generations) > self.max_generations:
+            a, b = self._generations[0], self._generations[1]
+            self._oob_apply(a, -1.0)
+            self._oob_apply(b, -1.0)
+            la, lb = a.log_weight, b.log_weight
+            total = float(np.logaddexp(la, lb))
+            T = self.trees_per_generation
+            n_a = round(T * math.exp(la - total))
+            n_a = min(n_a, a.n_trees)
+            n_b = min(T - n_a, b.n_trees)
+            trees = concat([a.trees.take(np.arange(n_a)), b.trees.take(np.arange(n_b))])
+            gen = Generation(
+                id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
+                subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
+                seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]),
+            )
+            self._generations[:2] = [gen]
+            self._oob_apply(gen, +1.0)
+            self._packed = None
+            merged.append(b.id)
+        return merged
+
+    # ------------------------------------------------------------------ out-of-bag bookkeeping
+
+    def _oob_apply(self, gen: Generation, sign: float) -> None:
+        """Add (sign +1) or remove (-1) a generation's out-of-bag votes, kept relative to a reference weight."""
+        if not self.oob_score:
+            return
+        votes, counts = route.out_of_bag(
+            gen.trees, self._store.data, self._store.n_samples, self._y_cls, self._n_classes, gen.seeds
+        )
+        if sign > 0 and gen.log_weight > self._oob_log_ref:
+            scale = math.exp(self._oob_log_ref - gen.log_weight) if self._oob_count.any() else 0.0
+            self._oob_sum *= scale
+            self._oob_count *= scale
+            self._oob_log_ref = gen.log_weight
+        factor = sign * math.exp(gen.log_weight - self._oob_log_ref) / gen.n_trees
+        self._oob_sum += factor * votes
+        self._oob_count += factor * counts
+
+    def _oob_metric_name(self) -> str:
+        if self.task == "regression":
+            return "r2"
+        return "auc" if self._n_classes == 2 else "log_loss"
+
+    def _oob_value(self) -> float | None:
+        if not self.oob_score or not self._oob_count.size:
+            return None
+        top = float(self._oob_count.max())
+        ok = self._oob_count > 1e-9 * top if top > 0 else np.zeros_like(self._oob_count, dtype=bool)
+        if ok.sum() < 2:
+            return None
+        pred = self._oob_sum[ok] / self._oob_count[ok, None]
+        if self.task == "regression":
+            return r2(self._y_reg[ok], pred[:, 0])
+        if self._n_classes == 2:
+            return roc_auc(self._y_cls[ok] == 1, pred[:, 1])
+        return log_loss(self._y_cls[ok], pred)
+
+    def _recompute_oob(self) -> None:
+        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
+        self._oob_count = np.zeros(self.n_samples_)
+        self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        for g in self._generations:
+            self._oob_apply(g, +1.0)
+
+    # ------------------------------------------------------------------ more samples, offline fit
+
+    def add_samples(self, X_rows: Any, y_rows: Any) -> None:
+        """More labelled samples; every alive generation is regrown on all samples with the same subspaces."""
+        if self._store is None:
+            raise ValueError("add_samples needs at least one feature first (call add_feature with y)")
+        Xb = self._bin_inputs(X_rows, "X_rows")
+        y_rows = np.asarray(y_rows)
+        if y_rows.ndim != 1 or y_rows.shape[0] != Xb.shape[1]:
+            raise ValueError(f"y_rows must be 1-D with one label per row ({Xb.shape[1]}), got shape {y_rows.shape}")
+        codes, yr = self._encode_labels(y_rows)
+        self._store.add_rows(Xb)
+        self._y_cls = np.concatenate([self._y_cls, codes])
+        self._y_reg = np.concatenate([self._y_reg, yr])
+        for g in self._generations:
+            g.trees = self._grow(g.subspaces, g.seeds)
+        self._packed = None
+        self._recompute_oob()
+
+    def fit(self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> FeatureStreamForest:
+        """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
+        self._reset()
+        if isinstance(X, Mapping):
+            names = [str(k) for k in X]
+            columns = [np.asarray(X[k]) for k in X]
+        else:
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D (samples x features), got shape {X.shape}")
+            names = [f"x{j}" for j in range(X.shape[1])]
+            columns = [X[:, j] for j in range(X.shape[1])]
+        if len(set(names)) != len(names):
+            raise ValueError("duplicate feature names in X")
+        y_arr = np.asarray(y)
+        if not columns:
+            raise ValueError("X has no features")
+        for name, col in zip(names, columns, strict=True):
+            if col.shape[0] != y_arr.shape[0]:
+                raise ValueError(f"feature {name!r} has {col.shape[0]} values but y has {y_arr.shape[0]} labels")
+        self._set_target(y_arr)
+        self._store = ColumnStore(y_arr.shape[0])
+        for name, col in zip(names, columns, strict=True):
+            b = ColumnBinner.fit(name, col, (kinds or {}).get(name))
+            self._binners.append(b)
+            self.feature_names_.append(name)
+            self._store.add_column(b.transform(col))
+        d = len(names)
+        rng = np.random.default_rng(derive_seed(self._seed, 0, 0xFEA7))
+        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
+        masks = sampling.uniform(rng, self.trees_per_generation, d, k / d)
+        log_w = self._ledger.uniform(masks.sum(axis=0).astype(np.float64))
+        self._next_generation = 1
+        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
+        self._oob_count = np.zeros(self.n_samples_)
+        self._add_generation(0, [], log_w, sampling.masks_to_subspaces(masks))
+        return self
+
+    # ------------------------------------------------------------------ prediction
+
+    def _forest(self) -> tuple[Trees, np.ndarray]:
+        """All alive trees packed for routing, and each tree's weight (shares sum to 1)."""
+        if self._packed is None:
+            w = shares(np.array([g.log_weight for g in self._generations]))
+            tree_w = np.concatenate([np.full(g.n_trees, s / g.n_trees) for g, s in zip(self._generations, w,
+                                                                                           strict=True)])
+            self._packed = (concat([g.trees for g in self._generations]), tree_w)
+        return self._packed
+
+    def _check_fitted(self) -> None:
+        if not self._generations:
+            raise ValueError("the forest has no trees yet: add a feature (or fit) before predicting")
+
+    def _raw(self, X: Any) -> np.ndarray:
+        self._check_fitted()
+        Xb = np.ascontiguousarray(self._bin_inputs(X))
+        trees, tree_w = self._forest()
+        return route.weighted_values(trees, Xb, Xb.shape[1], tree_w)
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities, the weight-averaged tree probabilities: shape ``(n, n_classes)``.
+
+        ``X`` is a 2-D array with the features in arrival order, or a mapping name -> column.
+        """
+        if self.task == "regression":
+            raise AttributeError("predict_proba is for classification; use predict")
+        p = self._raw(X)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted classes (most probable) or regression values."""
+        raw = self._raw(X)
+        if self.task == "regression":
+            return raw[:, 0]
+        return self.classes_[np.argmax(raw, axis=1)]
+
+    def _importance_vector(self) -> np.ndarray:
+        d = self.n_features_in_
+        if not self._generations:
+            return np.zeros(d)
+        trees, tree_w = self._forest()
+        return tree_w @ trees.importances(d)
+
+    @property
+    def feature_importances_(self) -> dict[str, float]:
+        """Impurity-decrease importance of every feature, averaged over trees by their weight (sums to 1)."""
+        imp = self._importance_vector()
+        total = imp.sum()
+        if total > 0:
+            imp = imp / total
+        return {name: float(v) for name, v in zip(self.feature_names_, imp, strict=True)}
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path: Any) -> None:
+        """Write the forest (and its training columns) to one ``.npz`` file of plain arrays and JSON; no pickle."""
+        from streamforest.persistence import save_forest
+
+        save_forest(self, path)
+
+    @classmethod
+    def load(cls, path: Any) -> FeatureStreamForest:
+        """Read a forest written by :meth:`save`."""
+        from streamforest.persistence import load_forest
+
+        return load_forest(cls, path)
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"

@@ -1,0 +1,114 @@
+"""Which features each tree of a generation may use (its subspace).
+
+* challenger (Motl & Kordík 2019): the arriving feature is in every tree; each older feature joins with the
+  probability that keeps the expected subspace size at ``k`` (``p_old = (k - 1) / (d - 1)``).
+* baseline: every feature, the arriving one included, joins with that same probability; at least one per tree.
+* offline: every feature with probability ``k / d``; at least one per tree.
+
+Old features join either uniformly (the paper) or in proportion to their usefulness in the current forest (after
+Xu et al. 2012's feature-weighted subspaces), which keeps informative features in the trees when a wide stream
+caps the subspace at a small fraction of the features.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+#: Share of the subspace budget spread uniformly when sampling by importance, so that every feature keeps a chance.
+EXPLORATION = 0.25
+
+
+def subspace_size(n_features: int, max_features: float | int, max_subspace: int | None) -> float:
+    """Expected number of features per tree: a share of ``n_features`` (float) or a count (int), capped."""
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+        k = float(min(max_features, n_features))
+    else:
+        k = float(max_features) * n_features
+    if max_subspace is not None:
+        k = min(k, float(max_subspace))
+    return max(1.0, min(k, float(n_features)))
+
+
+def is_capped(n_features: int, max_features: float | int, max_subspace: int | None) -> bool:
+    """Whether the subspace cap binds (the stream is wider than ``max_subspace`` can follow uniformly)."""
+    if max_subspace is None:
+        return False
+    uncapped = subspace_size(n_features, max_features, None)
+    return math.ceil(uncapped) > max_subspace
+
+
+def fill_probabilities(scores: np.ndarray, budget: float) -> np.ndarray:
+    """Inclusion probabilities proportional to ``scores`` that sum to ``budget``, none above 1 (water filling).
+
+    Examples
+    --------
+    >>> fill_probabilities(np.array([8.0, 1.0, 1.0]), 2.0).round(3).tolist()
+    [1.0, 0.5, 0.5]
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    p = np.zeros_like(scores)
+    if scores.size == 0 or budget <= 0:
+        return p
+    if budget >= scores.size:
+        return np.ones_like(scores)
+    free = np.ones(scores.size, dtype=bool)
+    left = float(budget)
+    for _ in range(scores.size):
+        total = scores[free].sum()
+        if total <= 0:
+            p[free] = left / free.sum()
+            break
+        trial = left * scores / total
+        over = free & (trial >= 1.0)
+        if not over.any():
+            p[free] = trial[free]
+            break
+        p[over] = 1.0
+        free &= ~over
+        left = budget - p[~free].sum()
+        if left <= 0 or not free.any():
+            break
+    return np.clip(p, 0.0, 1.0)
+
+
+def old_feature_probabilities(
+    n_features: int, k: float, importances: np.ndarray | None
+) -> np.ndarray:
+    """Per old feature (all but the newest), the probability of joining a challenger tree."""
+    n_old = n_features - 1
+    if n_old <= 0:
+        return np.zeros(0)
+    budget = max(0.0, k - 1.0)
+    if importances is None:
+        return np.full(n_old, min(1.0, budget / n_old))
+    imp = np.asarray(importances[:n_old], dtype=np.float64)
+    total = imp.sum()
+    scores = np.full(n_old, 1.0 / n_old)
+    if total > 0:
+        scores = (1.0 - EXPLORATION) * imp / total + EXPLORATION * scores
+    return fill_probabilities(scores, budget)
+
+
+def challenger(rng: np.random.Generator, n_trees: int, p_old: np.ndarray) -> np.ndarray:
+    """Boolean masks ``(n_trees, d)``: the last (arriving) feature always, older ones with ``p_old``."""
+    n_old = p_old.size
+    masks = np.ones((n_trees, n_old + 1), dtype=bool)
+    if n_old:
+        masks[:, :n_old] = rng.random((n_trees, n_old)) < p_old
+    return masks
+
+
+def uniform(rng: np.random.Generator, n_trees: int, n_features: int, p: float) -> np.ndarray:
+    """Boolean masks ``(n_trees, d)``, each feature with probability ``p``, redrawn until no tree is empty."""
+    masks = rng.random((n_trees, n_features)) < p
+    empty = ~masks.any(axis=1)
+    while empty.any():
+        masks[empty] = rng.random((int(empty.sum()), n_features)) < p
+        empty = ~masks.any(axis=1)
+    return masks
+
+
+def masks_to_subspaces(masks: np.ndarray) -> list[np.ndarray]:
+    return [np.flatnonzero(row).astype(np.int64) for row in masks]

@@ -1,0 +1,340 @@
+"""Histogram CART in numba: grow many trees on binned columns, in parallel over trees.
+
+Columns are stored feature-major (``Xb[feature, sample]``, ``uint8``, bin 255 = missing). A tree sees a subset of
+the features (its subspace); at each node it builds, for every candidate feature, a histogram of per-bin
+statistics (class counts for classification, weight and weighted target sum for regression), scans it for the best
+threshold (numeric) or best prefix of categories ordered by their target statistic (nominal), and sends missing
+values to whichever side scores better (the default side learned per node).
+
+Output arrays follow scikit-learn's flat ``tree_`` layout, one row per tree, ``cap`` nodes per row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from streamforest._random import next_below
+
+MISSING = 255
+LEAF = -1
+
+
+@njit(cache=True)
+def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, state: np.ndarray) -> np.ndarray:
+    """Bootstrap draw counts; stratified by class so that every class keeps its size in every tree."""
+    counts = np.zeros(n, dtype=np.float64)
+    if not stratified:
+        for _ in range(n):
+            counts[next_below(state, n)] += 1.0
+        return counts
+    class_n = np.zeros(n_classes, dtype=np.int64)
+    for i in range(n):
+        class_n[y_cls[i]] += 1
+    starts = np.zeros(n_classes + 1, dtype=np.int64)
+    for c in range(n_classes):
+        starts[c + 1] = starts[c] + class_n[c]
+    members = np.empty(n, dtype=np.int64)
+    fill = starts[:-1].copy()
+    for i in range(n):
+        c = y_cls[i]
+        members[fill[c]] = i
+        fill[c] += 1
+    for c in range(n_classes):
+        m = class_n[c]
+        for _ in range(m):
+            counts[members[starts[c] + next_below(state, m)]] += 1.0
+    return counts
+
+
+@njit(cache=True)
+def bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, seed: np.uint64) -> np.ndarray:
+    """The in-bag draw counts of the tree with this seed (recomputed on demand for out-of-bag scores)."""
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = seed
+    return _bootstrap_counts(n, y_cls, n_classes, stratified, state)
+
+
+@njit(inline="always")
+def _child_score(stats: np.ndarray, is_reg: bool) -> float:
+    """Sum over children of this score is maximised: sum_k n_k^2 / W (Gini) or S^2 / W (variance)."""
+    if is_reg:
+        w = stats[0]
+        return stats[1] * stats[1] / w if w > 0 else 0.0
+    w = 0.0
+    s = 0.0
+    for k in range(stats.shape[0]):
+        w += stats[k]
+        s += stats[k] * stats[k]
+    return s / w if w > 0 else 0.0
+
+
+@njit(inline="always")
+def _weight(stats: np.ndarray, is_reg: bool) -> float:
+    if is_reg:
+        return stats[0]
+    w = 0.0
+    for k in range(stats.shape[0]):
+        w += stats[k]
+    return w
+
+
+@njit(cache=True)
+def _grow_one(
+    Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, n_bins, seed, bootstrap,
+    max_depth, min_samples_leaf, split_k, cap,
+    o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight,
+):
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = seed
+    if bootstrap:
+        w = _bootstrap_counts(n, y_cls, n_classes, not is_reg, state)
+    else:
+        w = np.ones(n, dtype=np.float64)
+    n_stats = 2 if is_reg else n_classes
+    idx = np.empty(n, dtype=np.int64)
+    m = 0
+    for i in range(n):
+        if w[i] > 0:
+            idx[m] = i
+            m += 1
+    tmp = np.empty(m, dtype=np.int64)
+
+    hist = np.zeros((n_feats, 256, n_stats), dtype=np.float64)
+    parent = np.zeros(n_stats, dtype=np.float64)
+    left = np.zeros(n_stats, dtype=np.float64)
+    right = np.zeros(n_stats, dtype=np.float64)
+    trial = np.zeros(n_stats, dtype=np.float64)
+    cand = np.empty(n_feats, dtype=np.int64)
+    keys = np.empty(256, dtype=np.float64)
+    cat_ids = np.empty(256, dtype=np.int64)
+
+    st_node = np.empty(cap, dtype=np.int64)
+    st_start = np.empty(cap, dtype=np.int64)
+    st_end = np.empty(cap, dtype=np.int64)
+    st_depth = np.empty(cap, dtype=np.int64)
+    sp = 0
+    st_node[0] = 0
+    st_start[0] = 0
+    st_end[0] = m
+    st_depth[0] = 0
+    sp = 1
+    n_nodes = 1
+
+    while sp > 0:
+        sp -= 1
+        node = st_node[sp]
+        start = st_start[sp]
+        end = st_end[sp]
+        depth = st_depth[sp]
+
+        parent[:] = 0.0
+        for ii in range(start, end):
+            s = idx[ii]
+            if is_reg:
+                parent[0] += w[s]
+                parent[1] += w[s] * y_reg[s]
+            else:
+                parent[y_cls[s]] += w[s]
+        W = _weight(parent, is_reg)
+        if is_reg:
+            o_value[node, 0] = parent[1] / W if W > 0 else 0.0
+        else:
+            for k in range(n_classes):
+                o_value[node, k] = parent[k] / W if W > 0 else 0.0
+        o_weight[node] = W
+        o_left[node] = LEAF
+        o_right[node] = LEAF
+        o_feature[node] = -1
+        o_gain[node] = 0.0
+
+        if depth >= max_depth or W < 2 * min_samples_leaf or n_nodes + 2 > cap:
+            continue
+        if not is_reg:
+            pure = False
+            for k in range(n_classes):
+                if parent[k] == W:
+                    pure = True
+            if pure:
+                continue
+
+        # Candidate features of this node: the tree's subspace, or a random part of it.
+        n_cand = n_feats
+        for j in range(n_feats):
+            cand[j] = j
+        if split_k > 0 and split_k < n_feats:
+            for j in range(split_k):
+                r = j + next_below(state, n_feats - j)
+                t = cand[j]
+                cand[j] = cand[r]
+                cand[r] = t
+            n_cand = split_k
+
+        parent_score = _child_score(parent, is_reg)
+        best_gain = 1e-12 * (abs(parent_score) + 1.0)
+        best_j = -1
+        best_thr = 0
+        best_missleft = False
+        best_nominal = False
+        best_cats = np.zeros(4, dtype=np.uint64)
+
+        for cj in range(n_cand):
+            j = cand[cj]
+            f = feats[j]
+            nb = n_bins[f]
+            h = hist[j]
+            h[:nb, :] = 0.0
+            h[MISSING, :] = 0.0
+            for ii in range(start, end):
+                s = idx[ii]
+                b = Xb[f, s]
+                if is_reg:
+                    h[b, 0] += w[s]
+                    h[b, 1] += w[s] * y_reg[s]
+                else:
+                    h[b, y_cls[s]] += w[s]
+            miss = h[MISSING]
+            w_miss = _weight(miss, is_reg)
+            nominal = is_nominal[f]
+
+            # The order in which bins are scanned: natural for numeric, by target statistic for nominal.
+            n_order = 0
+            if nominal:
+                for b in range(nb):
+                    wb = _weight(h[b], is_reg)
+                    if wb > 0:
+                        if is_reg:
+                            keys[n_order] = h[b, 1] / wb
+                        elif n_classes == 2:
+                            keys[n_order] = h[b, 1] / wb
+                        else:
+                            # Multiclass: order by the share of the node's most frequent class.
+                            kmax = 0
+                            for k in range(n_classes):
+                                if parent[k] > parent[kmax]:
+                                    kmax = k
+                            keys[n_order] = h[b, kmax] / wb
+                        cat_ids[n_order] = b
+                        n_order += 1
+                order = np.argsort(keys[:n_order], kind="mergesort")
+                for q in range(n_order):
+                    keys[q] = cat_ids[order[q]]
+                for q in range(n_order):
+                    cat_ids[q] = int(keys[q])
+            else:
+                for b in range(nb):
+                    cat_ids[b] = b
+                n_order = nb
+
+            left[:] = 0.0
+            for q in range(n_order - 1):
+                b = cat_ids[q]
+                for k in range(n_stats):
+                    left[k] += h[b, k]
+                for k in range(n_stats):
+                    right[k] = parent[k] - miss[k] - left[k]
+                w_left = _weight(left, is_reg)
+                w_right = _weight(right, is_reg)
+                if w_left <= 0 and w_right <= 0:
+                    continue
+                # Missing values to the left, then to the right; with none seen, they follow the larger side.
+                for side in range(2):
+                    if w_miss == 0 and side == 1:
+                        break
+                    if side == 0:
+                        for k in range(n_stats):
+                            trial[k] = left[k] + miss[k]
+                        wl = w_left + w_miss
+                        wr = w_right
+                        score = _child_score(trial, is_reg) + _child_score(right, is_reg)
+                    else:
+                        for k in range(n_stats):
+                            trial[k] = right[k] + miss[k]
+                        wl = w_left
+                        wr = w_right + w_miss
+                        score = _child_score(left, is_reg) + _child_score(trial, is_reg)
+                    if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                        continue
+                    gain = score - parent_score
+                    if gain > best_gain:
+                        best_gain = gain
+                        best_j = j
+                        best_thr = q
+                        best_nominal = nominal
+                        if w_miss == 0:
+                            best_missleft = w_left >= w_right
+                        else:
+                            best_missleft = side == 0
+                        if nominal:
+                            best_cats[:] = 0
+                            for qq in range(q + 1):
+                                c = cat_ids[qq]
+                                best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                        else:
+                            best_thr = cat_ids[q]
+
+        if best_j < 0:
+            continue
+
+        f = feats[best_j]
+        o_feature[node] = f
+        o_thr[node] = best_thr if not best_nominal else 0
+        o_missleft[node] = 1 if best_missleft else 0
+        o_nominal[node] = 1 if best_nominal else 0
+        o_cats[node, :] = best_cats
+        o_gain[node] = best_gain
+
+        # Stable partition: left samples first, in their original order.
+        nl = start
+        nr = 0
+        for ii in range(start, end):
+            s = idx[ii]
+            b = Xb[f, s]
+            if b == MISSING:
+                go_left = best_missleft
+            elif best_nominal:
+                go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+            else:
+                go_left = b <= best_thr
+            if go_left:
+                idx[nl] = s
+                nl += 1
+            else:
+                tmp[nr] = s
+                nr += 1
+        for q in range(nr):
+            idx[nl + q] = tmp[q]
+
+        lc = n_nodes
+        rc = n_nodes + 1
+        n_nodes += 2
+        o_left[node] = lc
+        o_right[node] = rc
+        # Right child pushed first so that the left subtree is grown first (depth first, bounded stack).
+        st_node[sp] = rc
+        st_start[sp] = nl
+        st_end[sp] = end
+        st_depth[sp] = depth + 1
+        sp += 1
+        st_node[sp] = lc
+        st_start[sp] = start
+        st_end[sp] = nl
+        st_depth[sp] = depth + 1
+        sp += 1
+    return n_nodes
+
+
+@njit(parallel=True, cache=True)
+def grow_trees(
+    Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, n_bins, seeds, bootstrap,
+    max_depth, min_samples_leaf, split_k, cap,
+    o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight, o_n_nodes,
+):
+    """Grow ``len(seeds)`` trees, one per row of ``subspaces`` (feature ids, padded with -1), in parallel."""
+    for t in prange(seeds.shape[0]):
+        o_n_nodes[t] = _grow_one(
+            Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal, n_bins,
+            seeds[t], bootstrap, max_depth, min_samples_leaf, split_k, cap,
+            o_feature[t], o_thr[t], o_missleft[t], o_nominal[t], o_cats[t], o_left[t], o_right[t],
+            o_value[t], o_gain[t], o_weight[t],
+        )

@@ -1,0 +1,156 @@
+"""A batch of fitted trees as flat arrays (scikit-learn's ``tree_`` layout, many trees end to end).
+
+Node ``i`` of tree ``t`` lives at ``offsets[t] + i``; ``left``/``right`` are indices local to the tree (-1 at a
+leaf). A numeric split sends bin ``b`` left when ``b <= threshold``; a nominal split when bit ``b`` of ``cats`` is
+set; the missing bin follows ``missing_left``. Everything is a plain numpy array, so a batch is trivial to route in
+numba, to concatenate, to save without pickle and to hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamforest.tree.grow import grow_trees
+
+ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cats", "left", "right", "value", "gain", "weight")
+
+
+@dataclass
+class Trees:
+    feature: np.ndarray  # int32 (N,), -1 at leaves
+    threshold: np.ndarray  # uint8 (N,)
+    missing_left: np.ndarray  # uint8 (N,)
+    nominal: np.ndarray  # uint8 (N,)
+    cats: np.ndarray  # uint64 (N, 4): left categories of nominal splits
+    left: np.ndarray  # int32 (N,)
+    right: np.ndarray  # int32 (N,)
+    value: np.ndarray  # float64 (N, n_outputs): class shares or mean target
+    gain: np.ndarray  # float64 (N,): weighted impurity decrease of the split
+    weight: np.ndarray  # float64 (N,): in-bag weight reaching the node
+    offsets: np.ndarray  # int64 (T + 1,)
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {f"{prefix}{name}": getattr(self, name) for name in ARRAYS}
+        out[f"{prefix}offsets"] = self.offsets
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Trees:
+        return cls(**{name: arrays[f"{prefix}{name}"] for name in (*ARRAYS, "offsets")})
+
+    def take(self, tree_indices: np.ndarray) -> Trees:
+        """The listed trees, in that order, as a new batch."""
+        sizes = np.diff(self.offsets)[tree_indices]
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        nodes = np.concatenate(
+            [np.arange(self.offsets[t], self.offsets[t + 1]) for t in tree_indices]
+        ) if len(tree_indices) else np.zeros(0, dtype=np.int64)
+        return Trees(offsets=offsets, **{name: getattr(self, name)[nodes] for name in ARRAYS})
+
+    def importances(self, n_features: int) -> np.ndarray:
+        """Per-tree impurity-decrease importances, each row normalised to sum 1: shape ``(T, n_features)``."""
+        out = np.zeros((self.n_trees, n_features))
+        tree_of_node = np.repeat(np.arange(self.n_trees), np.diff(self.offsets))
+        split = self.feature >= 0
+        np.add.at(out, (tree_of_node[split], self.feature[split]), self.gain[split])
+        sums = out.sum(axis=1, keepdims=True)
+        np.divide(out, sums, out=out, where=sums > 0)
+        return out
+
+    def depth_of_nodes(self) -> np.ndarray:
+        """The depth of every node (root 0)."""
+        depth = np.zeros(self.n_nodes, dtype=np.int32)
+        for t in range(self.n_trees):
+            base = self.offsets[t]
+            # Children always come after their parent, so one pass in node order suffices.
+            for i in range(self.offsets[t + 1] - base):
+                if self.left[base + i] >= 0:
+                    depth[base + self.left[base + i]] = depth[base + i] + 1
+                    depth[base + self.right[base + i]] = depth[base + i] + 1
+        return depth
+
+
+def concat(batches: list[Trees]) -> Trees:
+    """Trees of several batches as one batch (the alive forest, packed for routing)."""
+    if not batches:
+        raise ValueError("no trees to concatenate")
+    if len(batches) == 1:
+        return batches[0]
+    sizes = np.concatenate([np.diff(b.offsets) for b in batches])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    parts = {name: np.concatenate([getattr(b, name) for b in batches]) for name in ARRAYS}
+    return Trees(offsets=offsets, **parts)
+
+
+def node_capacity(n_samples: int, max_depth: int, min_samples_leaf: float) -> int:
+    """The most nodes a tree can have: bounded by depth and by how many leaves the samples can fill."""
+    by_depth = 2 ** (min(max_depth, 40) + 1) - 1
+    by_leaves = 2 * int(max(n_samples, 1) // max(min_samples_leaf, 1.0)) + 1
+    return int(max(1, min(by_depth, by_leaves)))
+
+
+def grow(
+    Xb: np.ndarray,
+    n_samples: int,
+    y_cls: np.ndarray,
+    y_reg: np.ndarray,
+    n_classes: int,
+    subspaces: list[np.ndarray],
+    seeds: np.ndarray,
+    is_nominal: np.ndarray,
+    n_bins: np.ndarray,
+    *,
+    max_depth: int,
+    min_samples_leaf: float,
+    split_features: int = 0,
+    bootstrap: bool = True,
+) -> Trees:
+    """Grow one tree per subspace on the first ``n_samples`` columns of ``Xb`` (feature-major bins).
+
+    ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``.
+    """
+    n_trees = len(subspaces)
+    is_reg = n_classes == 0
+    n_out = 1 if is_reg else n_classes
+    width = max(1, max(len(s) for s in subspaces))
+    sub = np.full((n_trees, width), -1, dtype=np.int64)
+    sizes = np.zeros(n_trees, dtype=np.int64)
+    for t, s in enumerate(subspaces):
+        sub[t, : len(s)] = s
+        sizes[t] = len(s)
+    cap = node_capacity(n_samples, max_depth, min_samples_leaf)
+    o = {
+        "feature": np.empty((n_trees, cap), dtype=np.int32),
+        "threshold": np.zeros((n_trees, cap), dtype=np.uint8),
+        "missing_left": np.zeros((n_trees, cap), dtype=np.uint8),
+        "nominal": np.zeros((n_trees, cap), dtype=np.uint8),
+        "cats": np.zeros((n_trees, cap, 4), dtype=np.uint64),
+        "left": np.empty((n_trees, cap), dtype=np.int32),
+        "right": np.empty((n_trees, cap), dtype=np.int32),
+        "value": np.zeros((n_trees, cap, n_out), dtype=np.float64),
+        "gain": np.zeros((n_trees, cap), dtype=np.float64),
+        "weight": np.zeros((n_trees, cap), dtype=np.float64),
+    }
+    n_nodes = np.zeros(n_trees, dtype=np.int64)
+    grow_trees(
+        Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal, n_bins,
+        seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_features, cap,
+        o["feature"], o["threshold"], o["missing_left"], o["nominal"], o["cats"], o["left"], o["right"],
+        o["value"], o["gain"], o["weight"], n_nodes,
+    )
+    offsets = np.zeros(n_trees + 1, dtype=np.int64)
+    np.cumsum(n_nodes, out=offsets[1:])
+    parts = {name: np.concatenate([a[t, : n_nodes[t]] for t in range(n_trees)]) for name, a in o.items()}
+    return Trees(offsets=offsets, **parts)

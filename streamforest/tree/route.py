@@ -1,0 +1,115 @@
+"""Routing binned samples through packed trees, in numba, parallel over samples."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from streamforest.tree.grow import bootstrap_counts
+from streamforest.tree.model import Trees
+
+MISSING = 255
+
+
+@njit(inline="always")
+def goes_left(b, thr, missing_left, nominal, cats_row) -> bool:
+    if b == MISSING:
+        return missing_left == 1
+    if nominal == 1:
+        return ((cats_row[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+    return b <= thr
+
+
+@njit(inline="always")
+def leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right) -> int:
+    node = 0
+    while left[base + node] >= 0:
+        g = base + node
+        if goes_left(Xb[feature[g], i], thr[g], missing_left[g], nominal[g], cats[g]):
+            node = left[g]
+        else:
+            node = right[g]
+    return node
+
+
+@njit(parallel=True, cache=True)
+def _weighted_values(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out):
+    n_trees = offsets.shape[0] - 1
+    n_out = value.shape[1]
+    for i in prange(m):
+        for t in range(n_trees):
+            base = offsets[t]
+            leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+            wt = tree_w[t]
+            for k in range(n_out):
+                out[i, k] += wt * value[base + leaf, k]
+
+
+@njit(parallel=True, cache=True)
+def _leaves(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
+    n_trees = offsets.shape[0] - 1
+    for i in prange(m):
+        for t in range(n_trees):
+            out[i, t] = leaf_of(Xb, i, offsets[t], feature, thr, missing_left, nominal, cats, left, right)
+
+
+def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
+    """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
+    out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
+    _weighted_values(
+        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
+        trees.cats, trees.left, trees.right, trees.value, np.ascontiguousarray(tree_weights, dtype=np.float64), out,
+    )
+    return out
+
+
+def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
+    """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
+    out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
+    _leaves(
+        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
+        trees.cats, trees.left, trees.right, out,
+    )
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _inbag(n, y_cls, n_classes, stratified, seeds, out):
+    for t in prange(seeds.shape[0]):
+        counts = bootstrap_counts(n, y_cls, n_classes, stratified, seeds[t])
+        for i in range(n):
+            out[t, i] = counts[i] > 0
+
+
+@njit(parallel=True, cache=True)
+def _oob(Xb, n, offsets, feature, thr, missing_left, nominal, cats, left, right, value, inbag, out, count):
+    n_trees = offsets.shape[0] - 1
+    n_out = value.shape[1]
+    for i in prange(n):
+        for t in range(n_trees):
+            if inbag[t, i]:
+                continue
+            base = offsets[t]
+            leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+            count[i] += 1.0
+            for k in range(n_out):
+                out[i, k] += value[base + leaf, k]
+
+
+def out_of_bag(
+    trees: Trees, Xb: np.ndarray, n_samples: int, y_cls: np.ndarray, n_classes: int, seeds: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per training sample, the sum of leaf values over the trees it was out of bag for, and how many trees.
+
+    The in-bag draws are regenerated from the trees' seeds (the same draws they were grown on), so nothing per tree
+    and sample has to be stored.
+    """
+    inbag = np.empty((len(seeds), n_samples), dtype=np.bool_)
+    _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
+    out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
+    count = np.zeros(n_samples, dtype=np.float64)
+    _oob(
+        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
+        trees.cats, trees.left, trees.right, trees.value, inbag, out, count,
+    )
+    return out, count
