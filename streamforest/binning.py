@@ -168,9 +168,10 @@ def _is_missing(v: Any) -> bool:
 
 
 def _fit_categories(values: np.ndarray) -> list[Any]:
-    seen = {_category_key(v) for v in values.tolist() if not _is_missing(v)}
-    if not all(isinstance(v, (int, float, str, bool)) for v in seen):
+    present = [_category_key(v) for v in values.tolist() if not _is_missing(v)]
+    if not all(isinstance(v, (int, float, str, bool)) for v in present):
         raise TypeError("nominal values must be strings, numbers or booleans")
+    seen = set(present)
     cats = sorted(seen, key=lambda v: (type(v).__name__, v))
     if len(cats) > MAX_BINS:
         # The most frequent categories keep their own bin; the rarest fold into the missing bin.

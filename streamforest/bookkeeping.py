@@ -75,7 +75,8 @@ class WeightLedger:
 
     def virtual_use(self) -> np.ndarray:
         """``V`` itself (may overflow to inf for very long streams; for inspection and tests)."""
-        return self.v * math.exp(self.log_scale)
+        with np.errstate(over="ignore"):
+            return self.v * np.exp(self.log_scale)
 
     def to_json(self) -> dict:
         return {"log_scale": self.log_scale, "v": self.v.tolist()}

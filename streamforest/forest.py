@@ -170,7 +170,8 @@ class FeatureStreamForest:
     # ------------------------------------------------------------------ parameters and state
 
     def _params(self) -> dict[str, Any]:
-        return {
+        """The constructor's parameters as plain Python values (JSON-able)."""
+        params = {
             "trees_per_generation": self.trees_per_generation,
             "max_features": self.max_features,
             "max_depth": self.max_depth,
@@ -185,6 +186,7 @@ class FeatureStreamForest:
             "oob_score": self.oob_score,
             "random_state": self.random_state,
         }
+        return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
 
     def _check_params(self) -> None:
         def positive_int(name: str, v: Any, allow_none: bool = False) -> None:
@@ -208,13 +210,15 @@ class FeatureStreamForest:
             raise ValueError(f"max_features as a count must be >= 1, got {mf}")
         if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 1):
             raise ValueError(f"min_samples_leaf must be a number >= 1, got {self.min_samples_leaf!r}")
-        if self.split_features is not None and not 0 < self.split_features <= 1:
+        if self.split_features is not None and (
+            not isinstance(self.split_features, (int, float)) or not 0 < self.split_features <= 1
+        ):
             raise ValueError(f"split_features must be in (0, 1] or None, got {self.split_features!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.feature_sampling not in FEATURE_SAMPLING:
             raise ValueError(f"feature_sampling must be one of {FEATURE_SAMPLING}, got {self.feature_sampling!r}")
-        if not 0 <= self.prune_threshold < 1:
+        if not isinstance(self.prune_threshold, (int, float)) or not 0 <= self.prune_threshold < 1:
             raise ValueError(f"prune_threshold must be in [0, 1), got {self.prune_threshold!r}")
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
@@ -293,7 +297,10 @@ class FeatureStreamForest:
 
     def _encode_labels(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.task == "regression":
-            yr = np.asarray(y, dtype=np.float64)
+            try:
+                yr = np.asarray(y, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise TypeError("regression targets must be numbers") from None
             if not np.isfinite(yr).all():
                 raise ValueError("y contains NaN or infinite values")
             return np.zeros(yr.size, dtype=np.int32), yr

@@ -227,7 +227,10 @@ def _grow_one(
                 n_order = nb
 
             left[:] = 0.0
-            for q in range(n_order - 1):
+            # The last position puts every present value left: "present vs missing", tried when any are missing.
+            for q in range(n_order):
+                if q == n_order - 1 and w_miss == 0:
+                    break
                 b = cat_ids[q]
                 for k in range(n_stats):
                     left[k] += h[b, k]
@@ -239,8 +242,8 @@ def _grow_one(
                     continue
                 # Missing values to the left, then to the right; with none seen, they follow the larger side.
                 for side in range(2):
-                    if w_miss == 0 and side == 1:
-                        break
+                    if (w_miss == 0 and side == 1) or (q == n_order - 1 and side == 0):
+                        continue
                     if side == 0:
                         for k in range(n_stats):
                             trial[k] = left[k] + miss[k]

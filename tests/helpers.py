@@ -1,0 +1,79 @@
+"""Test helpers: binning raw columns, growing single trees directly (no forest around them), synthetic data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamforest.binning import ColumnBinner
+from streamforest.tree import route
+from streamforest.tree.model import Trees, grow
+
+
+@dataclass
+class Binned:
+    """Raw columns binned the way the forest bins them: feature-major ``uint8``."""
+
+    binners: list[ColumnBinner]
+    Xb: np.ndarray  # (d, n), C-contiguous
+    is_nominal: np.ndarray
+    n_bins: np.ndarray
+
+    def transform(self, columns: list[np.ndarray]) -> np.ndarray:
+        return np.ascontiguousarray(np.stack([b.transform(c) for b, c in zip(self.binners, columns, strict=True)]))
+
+
+def bin_columns(columns: list[np.ndarray], kinds: list[str | None] | None = None) -> Binned:
+    kinds = kinds or [None] * len(columns)
+    binners = [ColumnBinner.fit(f"x{j}", c, k) for j, (c, k) in enumerate(zip(columns, kinds, strict=True))]
+    Xb = np.ascontiguousarray(np.stack([b.transform(c) for b, c in zip(binners, columns, strict=True)]))
+    return Binned(
+        binners=binners,
+        Xb=Xb,
+        is_nominal=np.array([b.is_nominal for b in binners], dtype=np.bool_),
+        n_bins=np.array([b.n_bins for b in binners], dtype=np.int32),
+    )
+
+
+def grow_tree(
+    data: Binned,
+    y: np.ndarray,
+    *,
+    regression: bool = False,
+    max_depth: int = 10_000,
+    min_samples_leaf: float = 1,
+    bootstrap: bool = False,
+    seeds: tuple[int, ...] = (12345,),
+    subspace: np.ndarray | None = None,
+) -> Trees:
+    """Grow ``len(seeds)`` trees on all (or the given) features with :func:`streamforest.tree.model.grow`."""
+    d, n = data.Xb.shape
+    if regression:
+        y_cls = np.zeros(n, dtype=np.int32)
+        y_reg = np.asarray(y, dtype=np.float64)
+        n_classes = 0
+    else:
+        y_cls = np.asarray(y, dtype=np.int32)
+        y_reg = np.zeros(n, dtype=np.float64)
+        n_classes = int(y_cls.max()) + 1
+    sub = np.arange(d, dtype=np.int64) if subspace is None else np.asarray(subspace, dtype=np.int64)
+    return grow(
+        data.Xb, n, y_cls, y_reg, n_classes, [sub] * len(seeds), np.array(seeds, dtype=np.uint64),
+        data.is_nominal, data.n_bins, max_depth=max_depth, min_samples_leaf=min_samples_leaf, bootstrap=bootstrap,
+    )
+
+
+def tree_values(trees: Trees, Xb: np.ndarray) -> np.ndarray:
+    """Leaf values of the first tree for every sample (class shares or mean target)."""
+    n = Xb.shape[1]
+    leaf = route.leaves(trees, np.ascontiguousarray(Xb), n)[:, 0]
+    return trees.value[trees.offsets[0] + leaf]
+
+
+def grid_values(rng: np.random.Generator, n: int, levels: int, gap: tuple[float, float] | None = None) -> np.ndarray:
+    """``n`` draws from ``levels`` evenly spaced values in [0, 1], none of them inside ``gap``."""
+    g = np.round(np.linspace(0.0, 1.0, levels), 6)
+    if gap is not None:
+        g = g[(g < gap[0]) | (g > gap[1])]
+    return rng.choice(g, n)
