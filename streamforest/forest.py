@@ -9,8 +9,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from streamforest import sampling
+from streamforest import encoding, sampling
 from streamforest._random import derive_seed
 from streamforest.binning import ColumnBinner
 from streamforest.bookkeeping import WeightLedger, shares
@@ -20,6 +21,8 @@ from streamforest.tree import route
 from streamforest.tree.model import Trees, concat, grow
 
 POLICIES = ("challenger", "baseline")
+#: How many model versions back :meth:`FeatureStreamForest.encode_delta` can reach.
+DELTA_WINDOW = 16
 TASKS = ("classification", "regression")
 FEATURE_SAMPLING = ("auto", "uniform", "importance")
 
@@ -34,10 +37,16 @@ class Generation:
     trees: Trees
     subspaces: list[np.ndarray]
     seeds: np.ndarray
+    born: int = 0  # the model version in which these trees became alive
 
     @property
     def n_trees(self) -> int:
         return self.trees.n_trees
+
+
+def _pack(generations: list[Generation]) -> tuple[Trees, np.ndarray]:
+    """The trees of several generations as one batch, and their seeds."""
+    return concat([g.trees for g in generations]), np.concatenate([g.seeds for g in generations]).astype(np.uint64)
 
 
 @dataclass
@@ -233,7 +242,10 @@ class FeatureStreamForest:
         self._ledger = WeightLedger()
         self._generations: list[Generation] = []
         self._next_generation = 0
-        self._packed: tuple[Trees, np.ndarray] | None = None
+        self.model_version_ = 0
+        self._graveyard: list[tuple[int, Generation]] = []
+        self._delta_floor = 0
+        self._packed: tuple[Trees, np.ndarray, np.ndarray] | None = None
         self._oob_sum = np.zeros((0, 0))
         self._oob_count = np.zeros(0)
         self._oob_log_ref = 0.0
@@ -461,6 +473,7 @@ class FeatureStreamForest:
         gen = next(g for g in self._generations if name in g.forced)
         share = dict((g["id"], g["weight_share"]) for g in self.generations_)[gen.id]
         imp = self._importance_vector()
+        self._bump_version()
         return FeatureReport(
             feature=name, generation=gen_id, log_weight=log_w, weight_share=share, n_trees=gen.n_trees,
             pruned=pruned, merged=merged, importance=float(imp[-1]), oob_metric=self._oob_metric_name(),
@@ -478,7 +491,7 @@ class FeatureStreamForest:
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray]) -> None:
         seeds = self._seeds(gen_id, len(subspaces))
         trees = self._grow(subspaces, seeds)
-        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds)
+        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1)
         self._generations.append(gen)
         self._packed = None
         self._oob_apply(gen, +1.0)
@@ -491,6 +504,7 @@ class FeatureStreamForest:
         drop = [g for g, s in zip(self._generations, w, strict=True) if s < self.prune_threshold and g is not newest]
         for g in drop:
             self._oob_apply(g, -1.0)
+            self._bury(g)
         self._generations = [g for g in self._generations if all(g is not d for d in drop)]
         if drop:
             self._packed = None
@@ -512,13 +526,24 @@ class FeatureStreamForest:
             gen = Generation(
                 id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
                 subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
-                seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]),
+                seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=self.model_version_ + 1,
             )
+            self._bury(a)
+            self._bury(b)
             self._generations[:2] = [gen]
             self._oob_apply(gen, +1.0)
             self._packed = None
             merged.append(b.id)
         return merged
+
+    def _bury(self, gen: Generation) -> None:
+        """Keep a removed generation for a while, so that encodings can be updated by a delta."""
+        died = self.model_version_ + 1
+        self._graveyard = [(v, g) for v, g in self._graveyard if v > died - DELTA_WINDOW] + [(died, gen)]
+
+    def _bump_version(self) -> None:
+        self.model_version_ += 1
+        self._graveyard = [(v, g) for v, g in self._graveyard if v > self.model_version_ - DELTA_WINDOW]
 
     # ------------------------------------------------------------------ out-of-bag bookkeeping
 
@@ -580,8 +605,13 @@ class FeatureStreamForest:
         self._y_reg = np.concatenate([self._y_reg, yr])
         for g in self._generations:
             g.trees = self._grow(g.subspaces, g.seeds)
+            g.born = self.model_version_ + 1
         self._packed = None
         self._recompute_oob()
+        # Every tree changed: encodings from before cannot be patched, only recomputed.
+        self._graveyard = []
+        self._bump_version()
+        self._delta_floor = self.model_version_
 
     def fit(self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> FeatureStreamForest:
         """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
@@ -619,17 +649,21 @@ class FeatureStreamForest:
         self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
         self._oob_count = np.zeros(self.n_samples_)
         self._add_generation(0, [], log_w, sampling.masks_to_subspaces(masks))
+        self._bump_version()
+        self._delta_floor = self.model_version_
         return self
 
     # ------------------------------------------------------------------ prediction
 
-    def _forest(self) -> tuple[Trees, np.ndarray]:
-        """All alive trees packed for routing, and each tree's weight (shares sum to 1)."""
+    def _forest(self) -> tuple[Trees, np.ndarray, np.ndarray]:
+        """All alive trees packed for routing, each tree's weight (summing to 1) and each tree's seed."""
         if self._packed is None:
             w = shares(np.array([g.log_weight for g in self._generations]))
-            tree_w = np.concatenate([np.full(g.n_trees, s / g.n_trees) for g, s in zip(self._generations, w,
-                                                                                           strict=True)])
-            self._packed = (concat([g.trees for g in self._generations]), tree_w)
+            tree_w = np.concatenate(
+                [np.full(g.n_trees, s / g.n_trees) for g, s in zip(self._generations, w, strict=True)]
+            )
+            trees, seeds = _pack(self._generations)
+            self._packed = (trees, tree_w, seeds)
         return self._packed
 
     def _check_fitted(self) -> None:
@@ -639,7 +673,7 @@ class FeatureStreamForest:
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         Xb = np.ascontiguousarray(self._bin_inputs(X))
-        trees, tree_w = self._forest()
+        trees, tree_w, _ = self._forest()
         return route.weighted_values(trees, Xb, Xb.shape[1], tree_w)
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -659,11 +693,113 @@ class FeatureStreamForest:
             return raw[:, 0]
         return self.classes_[np.argmax(raw, axis=1)]
 
+    def encode(
+        self,
+        X: Any,
+        n_components: int | None = 2**18,
+        values: str = "binary",
+        leaves_only: bool = False,
+        missing: str = "default",
+        signed: bool = False,
+        sample_ids: Any = None,
+    ) -> sp.csr_matrix:
+        """Hashed node-path encoding (Vens & Costa, 2011): a sparse row per sample, a column per hashed node.
+
+        Parameters
+        ----------
+        X
+            Samples: a 2-D array with the features in arrival order, or a mapping name -> column.
+        n_components
+            Width of the hashed space; ``None`` gives the exact (unhashed) encoding, one column per alive node.
+        values
+            ``"binary"``: 1 per visited node. ``"weighted"``: each tree's nodes carry the square root of the tree's
+            weight, so the dot product of two encodings is the weighted forest's path kernel.
+        leaves_only
+            Only the leaves (the leaf-indicator encoding, like scikit-learn's ``RandomTreesEmbedding``).
+        missing
+            At a split on a missing value: ``"default"`` (the learned default side), ``"random"`` (one side drawn
+            from the sample's id and the node, reproducibly) or ``"split"`` (both sides, mass 1/2 each).
+        signed
+            Signed hashing: each node's value gets a sign from its hash, so collisions cancel in expectation.
+        sample_ids
+            Ids keying ``missing="random"`` (default: the row number).
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix
+            ``float32``, shape ``(n_samples, n_components)``, rows sorted with collisions summed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=4, max_depth=3, random_state=0)
+        >>> _ = f.add_feature("a", X[:, 0], y=y)
+        >>> E = f.encode(X[:3, :1], n_components=2**10)
+        >>> E.shape, bool((E.sum(axis=1) >= 4).all())   # at least the root of each of the 4 trees
+        ((3, 1024), True)
+        """
+        self._check_fitted()
+        Xb = np.ascontiguousarray(self._bin_inputs(X))
+        trees, tree_w, seeds = self._forest()
+        keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
+        return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
+                                      signed, keys)
+
+    def encode_delta(self, X: Any, since: int, n_components: int | None = 2**18, leaves_only: bool = False,
+                     missing: str = "default", signed: bool = False, sample_ids: Any = None) -> sp.csr_matrix:
+        """What to add to a binary encoding made at model version ``since`` to get the current one.
+
+        Only the generations grown or removed since then change; the delta encodes the new generations' nodes with
+        +1 and the removed generations' nodes with -1, so that ``encode(X)`` now equals
+        ``encode(X) at since + encode_delta(X, since)`` (for the same arguments, ``values="binary"``). Versions
+        older than the last ``DELTA_WINDOW`` changes, or from before :meth:`add_samples` regrew every tree, raise
+        ``ValueError``: re-encode instead.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=5, random_state=0)
+        >>> _ = f.add_feature("a", X[:, 0], y=y)
+        >>> before, v = f.encode(X[:10, :1]), f.model_version_
+        >>> _ = f.add_feature("b", X[:, 1])
+        >>> after = before + f.encode_delta(X[:10], since=v)
+        >>> float(abs(after - f.encode(X[:10])).sum())
+        0.0
+        """
+        self._check_fitted()
+        if isinstance(since, bool) or not isinstance(since, (int, np.integer)):
+            raise TypeError(f"since must be a model version (int), got {since!r}")
+        oldest = max(self._delta_floor, self.model_version_ - DELTA_WINDOW)
+        if not oldest <= since <= self.model_version_:
+            raise ValueError(
+                f"no delta from version {since}: deltas reach back to version {oldest} (now {self.model_version_});"
+                " re-encode instead"
+            )
+        Xb = np.ascontiguousarray(self._bin_inputs(X))
+        added = [g for g in self._generations if g.born > since]
+        removed = [g for died, g in self._graveyard if died > since and g.born <= since]
+        keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
+        if n_components is None:
+            raise ValueError("encode_delta needs hashed encodings (unhashed column ids change with the forest)")
+        out = sp.csr_matrix((Xb.shape[1], n_components), dtype=np.float32)
+        for gens, sign in ((added, 1.0), (removed, -1.0)):
+            if gens:
+                trees, seeds = _pack(gens)
+                part = encoding.encode_binned(trees, seeds, np.ones(trees.n_trees), Xb, n_components, "binary",
+                                              leaves_only, missing, signed, keys)
+                out = out + sign * part
+        out.eliminate_zeros()
+        return out.tocsr()
+
     def _importance_vector(self) -> np.ndarray:
         d = self.n_features_in_
         if not self._generations:
             return np.zeros(d)
-        trees, tree_w = self._forest()
+        trees, tree_w, _ = self._forest()
         return tree_w @ trees.importances(d)
 
     @property

@@ -37,7 +37,7 @@ def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays[f"{prefix}subspaces"] = (
             np.concatenate(g.subspaces) if g.subspaces else np.zeros(0, dtype=np.int64)
         ).astype(np.int64)
-        gens.append({"id": g.id, "forced": g.forced, "log_weight": g.log_weight})
+        gens.append({"id": g.id, "forced": g.forced, "log_weight": g.log_weight, "born": g.born})
     if forest._store is not None:
         arrays["columns"] = np.ascontiguousarray(forest._store.view())
     arrays["y_cls"] = forest._y_cls
@@ -54,6 +54,7 @@ def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         "ledger": forest._ledger.to_json(),
         "generations": gens,
         "next_generation": forest._next_generation,
+        "model_version": forest.model_version_,
         "oob_log_ref": forest._oob_log_ref,
         "n_samples": forest.n_samples_,
     }
@@ -72,6 +73,9 @@ def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
     forest.classes_ = None if header["classes"] is None else np.asarray(header["classes"])
     forest._ledger = WeightLedger.from_json(header["ledger"])
     forest._next_generation = int(header["next_generation"])
+    forest.model_version_ = int(header["model_version"])
+    # Removed generations are not saved: encodings from before the save are re-encoded, not patched.
+    forest._delta_floor = forest.model_version_
     forest._oob_log_ref = float(header["oob_log_ref"])
     if "columns" in arrays:
         forest._store = ColumnStore.from_array(np.asarray(arrays["columns"]))
@@ -87,7 +91,8 @@ def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
         trees = Trees.from_arrays({key: np.asarray(arrays[key]) for key in arrays if key.startswith(prefix)}, prefix)
         forest._generations.append(
             Generation(int(g["id"]), list(g["forced"]), float(g["log_weight"]), trees,
-                       [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]))
+                       [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]),
+                       born=int(g["born"]))
         )
     return forest
 

@@ -1,0 +1,379 @@
+"""Benchmark: what one arriving feature costs, and how a wide stream of features behaves.
+
+What it measures, all in one process so that the ratios are fair:
+
+1. **One feature arrival vs retraining.** Synthetic binary data (``make_classification``: 20 features, 8
+   informative) at n = 50,000 and 200,000 training rows (plus a held-out quarter). The first 19 features are
+   streamed into ``FeatureStreamForest(trees_per_generation=30, max_features=2/3, max_depth=6)`` untimed; then the
+   20th ``add_feature`` is timed (one generation of 30 trees, with its report and out-of-bag bookkeeping), and again
+   with ``oob_score=False`` to show what the out-of-bag report costs. It is compared with what a user would
+   otherwise do, refit on all 20 features: scikit-learn's ``RandomForestClassifier`` (30 trees, depth 6,
+   max_features 2/3, 2 jobs) and LightGBM's random-forest mode. Test AUCs show the models are comparable.
+   Target (the issue): ours at least 5x faster than the scikit-learn retrain at both n; aim for LightGBM's speed.
+2. **Wide stream.** 3,000 features (8 informative) arrive one by one, in a random order, at n = 4,000 training rows,
+   into a ``FeatureStreamForest`` with its default parameters (``trees_per_generation=30``). Targets: under 300 s
+   in all, at most 40 generations alive at any time, finite log weights, test AUC within 0.03 of an offline
+   scikit-learn forest (300 trees) on all 3,000 features.
+
+Every timing is repeated (``--repeats``, at least 3) with the methods interleaved, and medians are reported (the
+minimum too: the machine is shared and noisy). Numba code is compiled (or loaded from its cache) before any timing.
+
+Run it from the repository root::
+
+    .venv/bin/python -m scenarios.benchmarks.feature_arrival            # the full benchmark (several minutes)
+    .venv/bin/python -m scenarios.benchmarks.feature_arrival --quick    # small sizes, under a minute
+    .venv/bin/python -m scenarios.benchmarks.feature_arrival --check    # exit 1 if a target fails
+
+Results are printed and written to ``results/benchmarks/feature_arrival.json``. Without ``--check`` the exit code
+is 0 whatever the results: it is a report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import lightgbm
+import numba
+import numpy as np
+import sklearn
+from sklearn.datasets import make_classification
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.metrics import roc_auc_score
+from tqdm import tqdm
+
+import streamforest
+from streamforest import FeatureStreamForest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS_PATH = ROOT / "results" / "benchmarks" / "feature_arrival.json"
+
+N_FEATURES = 20
+N_INFORMATIVE = 8
+N_JOBS = 2
+TREES = 30
+MAX_DEPTH = 6
+MAX_FEATURES = 2 / 3
+SPEEDUP_TARGET = 5.0
+WIDE_SECONDS_TARGET = 300.0
+WIDE_GENERATIONS_TARGET = 40
+WIDE_AUC_TOLERANCE = 0.03
+
+
+@dataclass(frozen=True)
+class Config:
+    """Sizes of one run."""
+
+    arrival_sizes: tuple[int, ...]
+    wide_features: int
+    wide_train: int
+    wide_test: int
+    repeats: int
+    quick: bool
+
+
+FULL = Config(arrival_sizes=(50_000, 200_000), wide_features=3_000, wide_train=4_000, wide_test=2_000, repeats=3,
+              quick=False)
+QUICK = Config(arrival_sizes=(5_000, 20_000), wide_features=300, wide_train=4_000, wide_test=2_000, repeats=3,
+               quick=True)
+
+
+@dataclass
+class Timing:
+    """Repeated wall-clock (and process CPU) seconds of one method."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def best(self) -> float:
+        return min(self.wall)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_s": self.median, "min_s": self.best, "wall_s": self.wall, "cpu_s": self.cpu,
+                "median_cpu_s": statistics.median(self.cpu)}
+
+
+def timed(run: Callable[[], Any], timing: Timing) -> Any:
+    """Call ``run`` once, append its wall and process CPU seconds to ``timing``, return its result."""
+    c0 = os.times()
+    t0 = time.perf_counter()
+    out = run()
+    wall = time.perf_counter() - t0
+    c1 = os.times()
+    timing.wall.append(wall)
+    timing.cpu.append((c1.user - c0.user) + (c1.system - c0.system))
+    return out
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+# ---------------------------------------------------------------------------------------------- models
+
+
+def stream_forest(oob_score: bool = True, **params: Any) -> FeatureStreamForest:
+    """The forest of part 1 (fixed parameters; ``params`` override them)."""
+    kw: dict[str, Any] = {"trees_per_generation": TREES, "max_features": MAX_FEATURES, "max_depth": MAX_DEPTH,
+                          "oob_score": oob_score, "random_state": 0}
+    kw.update(params)
+    return FeatureStreamForest(**kw)
+
+
+def sklearn_forest() -> RandomForestClassifier:
+    return RandomForestClassifier(n_estimators=TREES, max_depth=MAX_DEPTH, max_features=MAX_FEATURES, n_jobs=N_JOBS)
+
+
+def lightgbm_forest() -> lightgbm.LGBMClassifier:
+    return lightgbm.LGBMClassifier(
+        boosting_type="rf", n_estimators=TREES, max_depth=MAX_DEPTH, num_leaves=64, subsample=0.632,
+        subsample_freq=1, colsample_bytree=MAX_FEATURES, n_jobs=N_JOBS, verbose=-1,
+    )
+
+
+def stream_prefix(forest: FeatureStreamForest, X: np.ndarray, y: np.ndarray, upto: int) -> FeatureStreamForest:
+    """Stream columns ``0 .. upto-1`` of ``X`` into ``forest`` (named ``x0``, ``x1``, ...)."""
+    for j in range(upto):
+        forest.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
+    return forest
+
+
+def test_auc(model: Any, X_test: np.ndarray, y_test: np.ndarray) -> float:
+    return float(roc_auc_score(y_test, model.predict_proba(X_test)[:, 1]))
+
+
+def warm_up() -> float:
+    """Compile (or load from cache) every numba function, and load LightGBM and scikit-learn once: seconds."""
+    t0 = time.perf_counter()
+    X, y = make_classification(n_samples=2_000, n_features=120, n_informative=4, random_state=123)
+    for oob in (True, False):
+        f = stream_prefix(stream_forest(oob_score=oob, trees_per_generation=4), X[:, :6], y, 6)
+        f.predict_proba(X[:, :6])
+    wide = stream_prefix(FeatureStreamForest(trees_per_generation=4, max_generations=5, random_state=0), X, y, 120)
+    wide.predict_proba(X)
+    sklearn_forest().fit(X[:, :6], y)
+    lightgbm_forest().fit(X[:, :6], y)
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------------------- part 1
+
+
+def arrival_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``n`` training rows and ``n // 4`` test rows of the 20-feature problem."""
+    X, y = make_classification(n_samples=n + n // 4, n_features=N_FEATURES, n_informative=N_INFORMATIVE,
+                               n_redundant=4, random_state=seed)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def bench_arrival(n: int, repeats: int) -> dict[str, Any]:
+    """Time the 20th ``add_feature`` (with and without OOB) and the two retrains, interleaved, ``repeats`` times."""
+    X, y, X_test, y_test = arrival_data(n)
+    last = N_FEATURES - 1
+    prefixes = {oob: stream_prefix(stream_forest(oob_score=oob), X, y, last) for oob in (True, False)}
+    timings = {name: Timing() for name in ("ours", "ours_no_oob", "sklearn", "lightgbm")}
+    models: dict[str, Any] = {}
+    reports: list[dict[str, Any]] = []
+    for _ in range(repeats):
+        for oob, name in ((True, "ours"), (False, "ours_no_oob")):
+            forest = copy.deepcopy(prefixes[oob])  # a fresh 19-feature forest, untimed
+            report = timed(lambda f=forest: f.add_feature(f"x{last}", X[:, last]), timings[name])
+            models[name] = forest
+            if oob:
+                reports.append(report.to_dict())
+        models["sklearn"] = timed(lambda: sklearn_forest().fit(X, y), timings["sklearn"])
+        models["lightgbm"] = timed(lambda: lightgbm_forest().fit(X, y), timings["lightgbm"])
+    auc = {name: test_auc(model, X_test, y_test) for name, model in models.items()}
+    ours = timings["ours"].median
+    return {
+        "n_train": n, "n_test": len(y_test),
+        "timings": {name: t.to_dict() for name, t in timings.items()},
+        "test_auc": auc,
+        "sklearn_over_ours": timings["sklearn"].median / ours,
+        "lightgbm_over_ours": timings["lightgbm"].median / ours,
+        "oob_cost_s": ours - timings["ours_no_oob"].median,
+        "last_report": reports[-1],
+        "pass_5x": timings["sklearn"].median / ours >= SPEEDUP_TARGET,
+    }
+
+
+def print_arrival(rows: Sequence[dict[str, Any]]) -> None:
+    print("\n== 1. One feature arrival (20th add_feature, 30 trees) vs retraining on all 20 features ==")
+    print(f"   medians of {len(rows[0]['timings']['ours']['wall_s'])} runs, wall seconds (min in brackets)")
+    head = (f"{'n':>8} | {'ours (s)':>15} | {'ours no-oob (s)':>15} | {'sklearn (s)':>15} | {'lightgbm (s)':>15} | "
+            f"{'sklearn/ours':>12} | {'lightgbm/ours':>13}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        t = r["timings"]
+        cells = [f"{t[k]['median_s']:7.3f} [{t[k]['min_s']:5.3f}]" for k in ("ours", "ours_no_oob", "sklearn",
+                                                                              "lightgbm")]
+        print(f"{r['n_train']:>8} | " + " | ".join(f"{c:>15}" for c in cells)
+              + f" | {r['sklearn_over_ours']:12.1f} | {r['lightgbm_over_ours']:13.2f}")
+    print("\n   test AUC (held-out quarter) and what the out-of-bag report costs")
+    print(f"{'n':>8} | {'ours':>7} | {'ours no-oob':>11} | {'sklearn':>7} | {'lightgbm':>8} | {'oob cost (s)':>12}")
+    for r in rows:
+        a = r["test_auc"]
+        print(f"{r['n_train']:>8} | {a['ours']:7.4f} | {a['ours_no_oob']:11.4f} | {a['sklearn']:7.4f} | "
+              f"{a['lightgbm']:8.4f} | {r['oob_cost_s']:12.3f}")
+    print()
+    for r in rows:
+        print(f"   [{verdict(r['pass_5x'])}] n={r['n_train']}: ours is {r['sklearn_over_ours']:.1f}x faster than the "
+              f"sklearn retrain (target >= {SPEEDUP_TARGET:.0f}x)")
+    for r in rows:
+        ratio = r["lightgbm_over_ours"]
+        where = "at or above" if ratio >= 1 else "below"
+        print(f"   [info] n={r['n_train']}: ours runs at {ratio:.2f}x LightGBM's speed ({where} the aim of 1x)")
+
+
+# ---------------------------------------------------------------------------------------------- part 2
+
+
+def wide_data(cfg: Config, seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    X, y = make_classification(n_samples=cfg.wide_train + cfg.wide_test, n_features=cfg.wide_features,
+                               n_informative=N_INFORMATIVE, n_redundant=0, shuffle=True, random_state=seed)
+    n = cfg.wide_train
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def bench_wide(cfg: Config, seed: int = 1) -> dict[str, Any]:
+    """Stream every feature of the wide problem one by one, in a random order; compare with an offline forest."""
+    X, y, X_test, y_test = wide_data(cfg, seed)
+    order = np.random.default_rng(seed).permutation(cfg.wide_features)
+    forest = FeatureStreamForest(trees_per_generation=TREES, random_state=0)
+    alive_max = 0
+    add_seconds = np.empty(len(order))
+    t0 = time.perf_counter()
+    for k, j in enumerate(tqdm(order, desc="wide stream", unit="feature", mininterval=1.0)):
+        t = time.perf_counter()
+        forest.add_feature(f"f{j}", X[:, j], y=y if k == 0 else None)
+        add_seconds[k] = time.perf_counter() - t
+        alive_max = max(alive_max, len(forest.generations_))
+    total = time.perf_counter() - t0
+    gens = forest.generations_
+    finite = bool(all(np.isfinite(g["log_weight"]) and np.isfinite(g["weight_share"]) for g in gens))
+    t = time.perf_counter()
+    auc = test_auc(forest, X_test[:, order], y_test)
+    predict_s = time.perf_counter() - t
+    offline = RandomForestClassifier(n_estimators=300, n_jobs=N_JOBS, random_state=0)
+    t = time.perf_counter()
+    offline.fit(X, y)
+    offline_fit_s = time.perf_counter() - t
+    offline_auc = test_auc(offline, X_test, y_test)
+    tenth = max(1, len(order) // 10)
+    return {
+        "n_features": cfg.wide_features, "n_train": cfg.wide_train, "n_test": cfg.wide_test,
+        "total_s": total, "add_feature_s_sum": float(add_seconds.sum()),
+        "add_feature_s_first_tenth_mean": float(add_seconds[:tenth].mean()),
+        "add_feature_s_last_tenth_mean": float(add_seconds[-tenth:].mean()),
+        "add_feature_s_max": float(add_seconds.max()),
+        "max_generations_alive": alive_max, "final_generations": len(gens), "final_n_trees": forest.n_trees_,
+        "log_weights_finite": finite,
+        "log_weight_range": [min(g["log_weight"] for g in gens), max(g["log_weight"] for g in gens)],
+        "test_auc": auc, "predict_s": predict_s,
+        "offline_sklearn_auc": offline_auc, "offline_sklearn_fit_s": offline_fit_s, "auc_diff": auc - offline_auc,
+        "pass": {
+            "seconds": total < WIDE_SECONDS_TARGET,
+            "generations": alive_max <= WIDE_GENERATIONS_TARGET,
+            "finite_weights": finite,
+            "auc": auc >= offline_auc - WIDE_AUC_TOLERANCE,
+        },
+    }
+
+
+def print_wide(w: dict[str, Any]) -> None:
+    p = w["pass"]
+    print(f"\n== 2. Wide stream: {w['n_features']} features arriving one by one, n={w['n_train']} "
+          f"(test {w['n_test']}) ==")
+    print(f"   add_feature: first tenth {w['add_feature_s_first_tenth_mean']:.3f} s each, last tenth "
+          f"{w['add_feature_s_last_tenth_mean']:.3f} s each, slowest {w['add_feature_s_max']:.3f} s")
+    print(f"   [{verdict(p['seconds'])}] total {w['total_s']:.1f} s (target < {WIDE_SECONDS_TARGET:.0f} s; "
+          f"add_feature alone {w['add_feature_s_sum']:.1f} s)")
+    print(f"   [{verdict(p['generations'])}] at most {w['max_generations_alive']} generations alive "
+          f"(target <= {WIDE_GENERATIONS_TARGET}); final: {w['final_generations']} generations, "
+          f"{w['final_n_trees']} trees")
+    lo, hi = w["log_weight_range"]
+    print(f"   [{verdict(p['finite_weights'])}] log weights finite: {w['log_weights_finite']} "
+          f"(range {lo:.3g} .. {hi:.3g})")
+    print(f"   [{verdict(p['auc'])}] test AUC {w['test_auc']:.4f} vs offline sklearn forest (300 trees, all features) "
+          f"{w['offline_sklearn_auc']:.4f}: difference {w['auc_diff']:+.4f} (target >= -{WIDE_AUC_TOLERANCE}); "
+          f"offline fit {w['offline_sklearn_fit_s']:.1f} s")
+
+
+# ---------------------------------------------------------------------------------------------- main
+
+
+def threading_layer() -> str:
+    """The threading layer numba chose (known once a parallel function has run, e.g. after the warm-up)."""
+    try:
+        return str(numba.threading_layer())
+    except ValueError:
+        return "not yet chosen"
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+        "numba_threads": numba.config.NUMBA_NUM_THREADS, "numba_threading_layer": threading_layer(),
+        "load_average": list(os.getloadavg()),
+        "versions": {"streamforest": streamforest.__version__, "numpy": np.__version__, "numba": numba.__version__,
+                     "scikit-learn": sklearn.__version__, "lightgbm": lightgbm.__version__},
+    }
+
+
+def write_results(results: dict[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, default=float) + "\n")
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (under a minute)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a target fails")
+    parser.add_argument("--repeats", type=int, default=None, help="timings per method (at least 3)")
+    parser.add_argument("--skip-wide", action="store_true", help="only part 1")
+    parser.add_argument("--output", type=Path, default=RESULTS_PATH, help="where to write the JSON results")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    repeats = max(3, args.repeats or cfg.repeats)
+    print(f"streamforest feature-arrival benchmark ({'quick' if cfg.quick else 'full'})")
+    print(f"warm-up (numba compile or cache load, library loads): {warm_up():.1f} s")
+    env = environment()
+    print(f"{env['cpu_count']} CPUs, numba {env['numba_threads']} threads ({env['numba_threading_layer']}), "
+          f"load average {env['load_average'][0]:.2f}")
+    t0 = time.perf_counter()
+    rows = [bench_arrival(n, repeats) for n in cfg.arrival_sizes]
+    print_arrival(rows)
+    wide = None if args.skip_wide else bench_wide(cfg)
+    if wide is not None:
+        print_wide(wide)
+    passed = all(r["pass_5x"] for r in rows) and (wide is None or all(wide["pass"].values()))
+    results = {"config": asdict(cfg), "repeats": repeats, "environment": env, "arrival": rows, "wide": wide,
+               "all_pass": passed, "seconds": time.perf_counter() - t0,
+               "load_average_end": list(os.getloadavg())}
+    write_results(results, args.output)
+    print(f"\n{'ALL PASS' if passed else 'SOME TARGETS FAIL'}; results written to {args.output}")
+    return 1 if args.check and not passed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,228 @@
+"""Hashed tree-path encodings (Vens & Costa, 2011): every node a sample visits in every tree is one feature.
+
+A node's identity is ``(tree seed, node index)``. Tree seeds are derived from the forest's seed, the generation id
+and the tree's index in it (:func:`streamforest._random.derive_seed`), so the identity survives pruning, merging,
+saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest._random.mix64`), never with
+Python's salted ``hash``, so an encoding is the same in every process and on every machine.
+
+Routing is numba, parallel over samples, in two passes (count, then fill) straight into CSR arrays; collisions
+within a row are summed so that every row comes out sorted and without duplicates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+from streamforest._random import mix64
+from streamforest.tree.model import Trees
+
+MISSING = 255
+MISSING_MODES = ("default", "random", "split")
+VALUE_MODES = ("binary", "weighted")
+_SIGN_BIT = np.uint64(63)
+
+
+@njit(inline="always")
+def _node_key(tree_seed, node):
+    return mix64(tree_seed ^ mix64(np.uint64(node + 1)))
+
+
+@njit(inline="always")
+def _direction(b, g, thr, missing_left, nominal, cats, mode, sample_key, node_key) -> int:
+    """0 = left, 1 = right, 2 = both (a missing value in "split" mode)."""
+    if b == MISSING:
+        if mode == 0:
+            return 0 if missing_left[g] == 1 else 1
+        if mode == 1:
+            return int(mix64(sample_key ^ node_key) >> _SIGN_BIT)
+        return 2
+    if nominal[g] == 1:
+        return 0 if ((cats[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1) else 1
+    return 0 if b <= thr[g] else 1
+
+
+@njit(cache=True)
+def _walk(Xb, i, base, seed, feature, thr, missing_left, nominal, cats, left, right, mode, sample_key,
+          leaves_only, stack_node, stack_mass, out_node, out_mass):
+    """Nodes visited by sample ``i`` in one tree (local indices) and their mass; returns how many."""
+    k = 0
+    sp_ = 0
+    stack_node[0] = 0
+    stack_mass[0] = 1.0
+    sp_ = 1
+    while sp_ > 0:
+        sp_ -= 1
+        node = stack_node[sp_]
+        mass = stack_mass[sp_]
+        g = base + node
+        is_leaf = left[g] < 0
+        if is_leaf or not leaves_only:
+            out_node[k] = node
+            out_mass[k] = mass
+            k += 1
+        if is_leaf:
+            continue
+        d = _direction(Xb[feature[g], i], g, thr, missing_left, nominal, cats, mode, sample_key,
+                       _node_key(seed, node))
+        if d == 2:
+            stack_node[sp_] = right[g]
+            stack_mass[sp_] = mass * 0.5
+            sp_ += 1
+            stack_node[sp_] = left[g]
+            stack_mass[sp_] = mass * 0.5
+            sp_ += 1
+        elif d == 0:
+            stack_node[sp_] = left[g]
+            stack_mass[sp_] = mass
+            sp_ += 1
+        else:
+            stack_node[sp_] = right[g]
+            stack_mass[sp_] = mass
+            sp_ += 1
+    return k
+
+
+_BLOCK = 256
+
+
+@njit(parallel=True, cache=True)
+def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, left, right, tree_scale, mode,
+            sample_keys, leaves_only, n_components, hashed, signed, max_nodes, counts, indptr, indices, data,
+            fill):
+    n_trees = offsets.shape[0] - 1
+    n_blocks = (m + _BLOCK - 1) // _BLOCK
+    for blk in prange(n_blocks):
+        # Scratch space per block of rows, not per row: allocation stays off the per-sample path.
+        stack_node = np.empty(max_nodes, dtype=np.int64)
+        stack_mass = np.empty(max_nodes, dtype=np.float64)
+        out_node = np.empty(max_nodes, dtype=np.int64)
+        out_mass = np.empty(max_nodes, dtype=np.float64)
+        width = 1
+        if fill:
+            for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
+                width = max(width, counts[i])
+        row_cols = np.empty(width, dtype=np.int64)
+        row_vals = np.empty(width, dtype=np.float64)
+        for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
+            pos = 0
+            for t in range(n_trees):
+                base = offsets[t]
+                k = _walk(Xb, i, base, seeds[t], feature, thr, missing_left, nominal, cats, left, right, mode,
+                          sample_keys[i], leaves_only, stack_node, stack_mass, out_node, out_mass)
+                if fill:
+                    for q in range(k):
+                        if hashed:
+                            key = _node_key(seeds[t], out_node[q])
+                            col = int(key % np.uint64(n_components))
+                            v = out_mass[q] * tree_scale[t]
+                            if signed and (key >> _SIGN_BIT) == np.uint64(1):
+                                v = -v
+                        else:
+                            col = base + out_node[q]
+                            v = out_mass[q] * tree_scale[t]
+                        row_cols[pos] = col
+                        row_vals[pos] = v
+                        pos += 1
+                else:
+                    pos += k
+            if not fill:
+                counts[i] = pos
+                continue
+            # Sort the row and sum collisions, so every row is canonical.
+            order = np.argsort(row_cols[:pos], kind="mergesort")
+            start = indptr[i]
+            u = -1
+            last = -1
+            for q in range(pos):
+                c = row_cols[order[q]]
+                if c != last:
+                    u += 1
+                    indices[start + u] = c
+                    data[start + u] = row_vals[order[q]]
+                    last = c
+                else:
+                    data[start + u] += row_vals[order[q]]
+            counts[i] = u + 1
+
+
+@njit(parallel=True, cache=True)
+def _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data):
+    for i in prange(m):
+        src = indptr[i]
+        dst = new_indptr[i]
+        for q in range(counts[i]):
+            out_indices[dst + q] = indices[src + q]
+            out_data[dst + q] = data[src + q]
+
+
+def sample_keys_from_ids(ids: Any, m: int) -> np.ndarray:
+    """Stable 64-bit keys for samples (used by ``missing="random"``): integers as they are, strings by BLAKE2b."""
+    if ids is None:
+        return np.arange(m, dtype=np.uint64)
+    ids = np.asarray(ids)
+    if ids.shape != (m,):
+        raise ValueError(f"sample_ids must have one id per row ({m}), got shape {ids.shape}")
+    if ids.dtype.kind in "iu":
+        return ids.astype(np.uint64)
+    import hashlib
+
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(str(v).encode(), digest_size=8).digest(), "little") for v in ids.tolist()],
+        dtype=np.uint64,
+    )
+
+
+def encode_binned(
+    trees: Trees,
+    seeds: np.ndarray,
+    tree_weights: np.ndarray,
+    Xb: np.ndarray,
+    n_components: int | None,
+    values: str = "binary",
+    leaves_only: bool = False,
+    missing: str = "default",
+    signed: bool = False,
+    sample_keys: np.ndarray | None = None,
+) -> sp.csr_matrix:
+    """Encode binned samples ``Xb`` (features x samples) through ``trees``; see ``FeatureStreamForest.encode``."""
+    if values not in VALUE_MODES:
+        raise ValueError(f"values must be one of {VALUE_MODES}, got {values!r}")
+    if missing not in MISSING_MODES:
+        raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
+    hashed = n_components is not None
+    if hashed and (isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer))
+                   or n_components <= 0):
+        raise ValueError(f"n_components must be a positive integer (or None for unhashed), got {n_components!r}")
+    m = Xb.shape[1]
+    dim = int(n_components) if hashed else trees.n_nodes
+    scale = np.sqrt(tree_weights) if values == "weighted" else np.ones(trees.n_trees)
+    keys = np.arange(m, dtype=np.uint64) if sample_keys is None else sample_keys.astype(np.uint64)
+    max_nodes = int(np.diff(trees.offsets).max()) + 1 if trees.n_trees else 1
+    mode = MISSING_MODES.index(missing)
+    args = (Xb, m, trees.offsets, seeds.astype(np.uint64), trees.feature, trees.threshold, trees.missing_left,
+            trees.nominal, trees.cats, trees.left, trees.right, scale.astype(np.float64), mode, keys,
+            leaves_only, max(dim, 1), hashed, signed, max_nodes)
+    counts = np.zeros(m, dtype=np.int64)
+    idx_dtype = np.int32 if dim < 2**31 else np.int64
+    _encode(*args, counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype), np.zeros(0, np.float32), False)
+    indptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(indptr[-1], dtype=idx_dtype)
+    data = np.empty(indptr[-1], dtype=np.float32)
+    _encode(*args, counts, indptr, indices, data, True)
+    if counts.sum() != indptr[-1]:
+        new_indptr = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(counts, out=new_indptr[1:])
+        out_indices = np.empty(new_indptr[-1], dtype=idx_dtype)
+        out_data = np.empty(new_indptr[-1], dtype=np.float32)
+        _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data)
+        indptr, indices, data = new_indptr, out_indices, out_data
+    if indptr[-1] < 2**31 and idx_dtype == np.int32:
+        indptr = indptr.astype(np.int32)
+    out = sp.csr_matrix((data, indices, indptr), shape=(m, dim))
+    out.has_sorted_indices = True
+    return out
