@@ -176,6 +176,18 @@ def sample_keys_from_ids(ids: Any, m: int) -> np.ndarray:
     )
 
 
+def check_arguments(n_components: int | None, values: str, missing: str) -> None:
+    """Refuse bad encoding arguments with a message that names them."""
+    if values not in VALUE_MODES:
+        raise ValueError(f"values must be one of {VALUE_MODES}, got {values!r}")
+    if missing not in MISSING_MODES:
+        raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
+    if n_components is not None and (
+        isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) or n_components <= 0
+    ):
+        raise ValueError(f"n_components must be a positive integer (or None for unhashed), got {n_components!r}")
+
+
 def encode_binned(
     trees: Trees,
     seeds: np.ndarray,
@@ -189,14 +201,8 @@ def encode_binned(
     sample_keys: np.ndarray | None = None,
 ) -> sp.csr_matrix:
     """Encode binned samples ``Xb`` (features x samples) through ``trees``; see ``FeatureStreamForest.encode``."""
-    if values not in VALUE_MODES:
-        raise ValueError(f"values must be one of {VALUE_MODES}, got {values!r}")
-    if missing not in MISSING_MODES:
-        raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
+    check_arguments(n_components, values, missing)
     hashed = n_components is not None
-    if hashed and (isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer))
-                   or n_components <= 0):
-        raise ValueError(f"n_components must be a positive integer (or None for unhashed), got {n_components!r}")
     m = Xb.shape[1]
     dim = int(n_components) if hashed else trees.n_nodes
     scale = np.sqrt(tree_weights) if values == "weighted" else np.ones(trees.n_trees)
@@ -224,5 +230,8 @@ def encode_binned(
     if indptr[-1] < 2**31 and idx_dtype == np.int32:
         indptr = indptr.astype(np.int32)
     out = sp.csr_matrix((data, indices, indptr), shape=(m, dim))
+    if signed:
+        # Opposite signs that collided cancel: drop the zeros rather than publish them.
+        out.eliminate_zeros()
     out.has_sorted_indices = True
     return out

@@ -89,6 +89,10 @@ class FeatureStreamForest:
         Depth limit of the trees (``None``: unlimited).
     min_samples_leaf
         Least (bootstrap-weighted) number of samples in a leaf.
+    min_category_size
+        In a node, categories of a nominal feature with less (bootstrap-weighted) samples than this are not placed
+        by their own statistics: they go with the missing values, to the split's default side, where unseen
+        categories go too. This keeps high-cardinality nominal features from overfitting.
     split_features
         Share of a tree's subspace drawn anew at every split (``None``: the whole subspace, as in the paper).
     policy
@@ -149,6 +153,7 @@ class FeatureStreamForest:
         max_features: float | int = 2 / 3,
         max_depth: int | None = 6,
         min_samples_leaf: float = 1,
+        min_category_size: float = 5,
         split_features: float | None = None,
         policy: str = "challenger",
         feature_sampling: str = "auto",
@@ -163,6 +168,7 @@ class FeatureStreamForest:
         self.max_features = max_features
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
+        self.min_category_size = min_category_size
         self.split_features = split_features
         self.policy = policy
         self.feature_sampling = feature_sampling
@@ -185,6 +191,7 @@ class FeatureStreamForest:
             "max_features": self.max_features,
             "max_depth": self.max_depth,
             "min_samples_leaf": self.min_samples_leaf,
+            "min_category_size": self.min_category_size,
             "split_features": self.split_features,
             "policy": self.policy,
             "feature_sampling": self.feature_sampling,
@@ -219,6 +226,8 @@ class FeatureStreamForest:
             raise ValueError(f"max_features as a count must be >= 1, got {mf}")
         if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 1):
             raise ValueError(f"min_samples_leaf must be a number >= 1, got {self.min_samples_leaf!r}")
+        if not (isinstance(self.min_category_size, (int, float)) and self.min_category_size >= 0):
+            raise ValueError(f"min_category_size must be a number >= 0, got {self.min_category_size!r}")
         if self.split_features is not None and (
             not isinstance(self.split_features, (int, float)) or not 0 < self.split_features <= 1
         ):
@@ -378,6 +387,7 @@ class FeatureStreamForest:
             return grow(
                 self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces,
                 seeds, is_nominal, n_bins, max_depth=depth, min_samples_leaf=self.min_samples_leaf,
+                min_category_weight=self.min_category_size,
             )
         # Trees with the same subspace size share one split_k: group them, grow, and restore the order.
         ks = [max(1, math.ceil(self.split_features * len(s))) for s in subspaces]
@@ -390,6 +400,7 @@ class FeatureStreamForest:
                 self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes,
                 [subspaces[t] for t in idx], seeds[idx], is_nominal, n_bins, max_depth=depth,
                 min_samples_leaf=self.min_samples_leaf, split_features=k,
+                min_category_weight=self.min_category_size,
             )
             for pos, t in enumerate(idx):
                 grown[t] = batch.take(np.array([pos]))
@@ -779,12 +790,13 @@ class FeatureStreamForest:
                 f"no delta from version {since}: deltas reach back to version {oldest} (now {self.model_version_});"
                 " re-encode instead"
             )
+        if n_components is None:
+            raise ValueError("encode_delta needs hashed encodings (unhashed column ids change with the forest)")
+        encoding.check_arguments(n_components, "binary", missing)
         Xb = np.ascontiguousarray(self._bin_inputs(X))
         added = [g for g in self._generations if g.born > since]
         removed = [g for died, g in self._graveyard if died > since and g.born <= since]
         keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
-        if n_components is None:
-            raise ValueError("encode_delta needs hashed encodings (unhashed column ids change with the forest)")
         out = sp.csr_matrix((Xb.shape[1], n_components), dtype=np.float32)
         for gens, sign in ((added, 1.0), (removed, -1.0)):
             if gens:

@@ -77,3 +77,68 @@ def grid_values(rng: np.random.Generator, n: int, levels: int, gap: tuple[float,
     if gap is not None:
         g = g[(g < gap[0]) | (g > gap[1])]
     return rng.choice(g, n)
+
+
+# ----------------------------------------------------------------------------- forests on mixed columns, paths
+
+
+def mixed_stream(n: int = 160, seed: int = 0, missing: float = 0.1) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Three numeric columns and one nominal column (strings), each with a share of missing values; binary y."""
+    rng = np.random.default_rng(seed)
+    x0, x1, x2 = rng.normal(size=(3, n))
+    cat = rng.choice(np.array(list("abcde"), dtype=object), n)
+    y = (x0 + 0.8 * np.isin(cat, ["a", "b"]) - 0.5 * x2 + 0.3 * rng.normal(size=n) > 0.2).astype(np.int64)
+    for col in (x0, x1, x2):
+        col[rng.uniform(size=n) < missing] = np.nan
+    cat[rng.uniform(size=n) < missing] = None
+    return {"x0": x0, "x1": x1, "x2": x2, "cat": cat}, y
+
+
+def take_rows(columns: dict[str, np.ndarray], rows: object) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v)[rows] for k, v in columns.items()}
+
+
+def feed_columns(forest: object, columns: dict[str, np.ndarray], y: np.ndarray) -> list:
+    """Add every column as a feature, y with the first."""
+    return [forest.add_feature(k, v, y=y if j == 0 else None) for j, (k, v) in enumerate(columns.items())]
+
+
+def bin_for(forest: object, columns: dict[str, np.ndarray]) -> np.ndarray:
+    """Columns binned by the forest's own binners: ``(n_features, m)`` uint8."""
+    return np.ascontiguousarray(
+        np.stack([b.transform(np.asarray(columns[b.name])) for b in forest._binners]).astype(np.uint8)
+    )
+
+
+def tree_path(trees: Trees, t: int, xb: np.ndarray, mode: str = "default") -> dict[int, float]:
+    """Pure-Python walk of tree ``t`` for one binned sample: visited local node -> mass.
+
+    ``mode`` is ``"default"`` (missing follows ``missing_left``) or ``"split"`` (both sides, half the mass each).
+    """
+    base = int(trees.offsets[t])
+    out: dict[int, float] = {}
+    stack = [(0, 1.0)]
+    while stack:
+        node, mass = stack.pop()
+        out[node] = out.get(node, 0.0) + mass
+        g = base + node
+        left, right = int(trees.left[g]), int(trees.right[g])
+        if left < 0:
+            continue
+        b = int(xb[int(trees.feature[g])])
+        if b == 255:
+            if mode == "split":
+                stack += [(left, mass / 2), (right, mass / 2)]
+                continue
+            go_left = bool(trees.missing_left[g])
+        elif trees.nominal[g]:
+            go_left = (int(trees.cats[g, b >> 6]) >> (b & 63)) & 1 == 1
+        else:
+            go_left = b <= int(trees.threshold[g])
+        stack.append((left if go_left else right, mass))
+    return out
+
+
+def path_list(trees: Trees, t: int, xb: np.ndarray) -> list[int]:
+    """The nodes from the root to the leaf of tree ``t`` (default side for missing values), in order."""
+    return list(tree_path(trees, t, xb))  # a single chain, visited (and so inserted) root first

@@ -82,7 +82,7 @@ def _weight(stats: np.ndarray, is_reg: bool) -> float:
 @njit(cache=True)
 def _grow_one(
     Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, n_bins, seed, bootstrap,
-    max_depth, min_samples_leaf, split_k, cap,
+    max_depth, min_samples_leaf, split_k, cap, min_category_weight,
     o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight,
 ):
     state = np.empty(1, dtype=np.uint64)
@@ -108,6 +108,9 @@ def _grow_one(
     cand = np.empty(n_feats, dtype=np.int64)
     keys = np.empty(256, dtype=np.float64)
     cat_ids = np.empty(256, dtype=np.int64)
+    sorted_ids = np.empty(256, dtype=np.int64)
+    rare_ids = np.empty(256, dtype=np.int64)
+    miss = np.zeros(n_stats, dtype=np.float64)
 
     st_node = np.empty(cap, dtype=np.int64)
     st_start = np.empty(cap, dtype=np.int64)
@@ -193,88 +196,106 @@ def _grow_one(
                     h[b, 1] += w[s] * y_reg[s]
                 else:
                     h[b, y_cls[s]] += w[s]
-            miss = h[MISSING]
-            w_miss = _weight(miss, is_reg)
             nominal = is_nominal[f]
+            # Missing values, and in a nominal column the categories too rare in this node to be placed on their
+            # own evidence, form one pool that follows the split's default side (as unseen categories will).
+            for k in range(n_stats):
+                miss[k] = h[MISSING, k]
+            n_rare = 0
 
             # The order in which bins are scanned: natural for numeric, by target statistic for nominal.
             n_order = 0
             if nominal:
+                kmax = 0
+                for k in range(n_stats):
+                    if parent[k] > parent[kmax]:
+                        kmax = k
                 for b in range(nb):
                     wb = _weight(h[b], is_reg)
-                    if wb > 0:
-                        if is_reg:
-                            keys[n_order] = h[b, 1] / wb
-                        elif n_classes == 2:
-                            keys[n_order] = h[b, 1] / wb
-                        else:
-                            # Multiclass: order by the share of the node's most frequent class.
-                            kmax = 0
-                            for k in range(n_classes):
-                                if parent[k] > parent[kmax]:
-                                    kmax = k
-                            keys[n_order] = h[b, kmax] / wb
-                        cat_ids[n_order] = b
-                        n_order += 1
+                    if wb <= 0:
+                        continue
+                    if wb < min_category_weight:
+                        for k in range(n_stats):
+                            miss[k] += h[b, k]
+                        rare_ids[n_rare] = b
+                        n_rare += 1
+                        continue
+                    if is_reg or n_classes == 2:
+                        keys[n_order] = h[b, 1] / wb
+                    else:
+                        # Multiclass: order by the share of the node's most frequent class.
+                        keys[n_order] = h[b, kmax] / wb
+                    cat_ids[n_order] = b
+                    n_order += 1
                 order = np.argsort(keys[:n_order], kind="mergesort")
                 for q in range(n_order):
-                    keys[q] = cat_ids[order[q]]
+                    sorted_ids[q] = cat_ids[order[q]]
                 for q in range(n_order):
-                    cat_ids[q] = int(keys[q])
+                    cat_ids[q] = sorted_ids[q]
             else:
                 for b in range(nb):
                     cat_ids[b] = b
                 n_order = nb
+            w_miss = _weight(miss, is_reg)
 
-            left[:] = 0.0
-            # The last position puts every present value left: "present vs missing", tried when any are missing.
-            for q in range(n_order):
-                if q == n_order - 1 and w_miss == 0:
-                    break
-                b = cat_ids[q]
-                for k in range(n_stats):
-                    left[k] += h[b, k]
-                for k in range(n_stats):
-                    right[k] = parent[k] - miss[k] - left[k]
-                w_left = _weight(left, is_reg)
-                w_right = _weight(right, is_reg)
-                if w_left <= 0 and w_right <= 0:
-                    continue
-                # Missing values to the left, then to the right; with none seen, they follow the larger side.
-                for side in range(2):
-                    if (w_miss == 0 and side == 1) or (q == n_order - 1 and side == 0):
+            # Prefixes of the order (mode 0) and, for nominal columns, each category against the rest (mode 1).
+            # The last prefix puts every present value left: "present vs missing", tried when any are missing.
+            n_modes = 2 if nominal and n_order > 2 else 1
+            for mode in range(n_modes):
+                left[:] = 0.0
+                for q in range(n_order):
+                    if mode == 0 and q == n_order - 1 and w_miss == 0:
+                        break
+                    b = cat_ids[q]
+                    if mode == 1:
+                        left[:] = 0.0
+                    for k in range(n_stats):
+                        left[k] += h[b, k]
+                    for k in range(n_stats):
+                        right[k] = parent[k] - miss[k] - left[k]
+                    w_left = _weight(left, is_reg)
+                    w_right = _weight(right, is_reg)
+                    if w_left <= 0 and w_right <= 0:
                         continue
-                    if side == 0:
-                        for k in range(n_stats):
-                            trial[k] = left[k] + miss[k]
-                        wl = w_left + w_miss
-                        wr = w_right
-                        score = _child_score(trial, is_reg) + _child_score(right, is_reg)
-                    else:
-                        for k in range(n_stats):
-                            trial[k] = right[k] + miss[k]
-                        wl = w_left
-                        wr = w_right + w_miss
-                        score = _child_score(left, is_reg) + _child_score(trial, is_reg)
-                    if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                        continue
-                    gain = score - parent_score
-                    if gain > best_gain:
-                        best_gain = gain
-                        best_j = j
-                        best_thr = q
-                        best_nominal = nominal
-                        if w_miss == 0:
-                            best_missleft = w_left >= w_right
+                    # Missing values to the left, then to the right; with none seen, they follow the larger side.
+                    for side in range(2):
+                        if (w_miss == 0 and side == 1) or (mode == 0 and q == n_order - 1 and side == 0):
+                            continue
+                        if side == 0:
+                            for k in range(n_stats):
+                                trial[k] = left[k] + miss[k]
+                            wl = w_left + w_miss
+                            wr = w_right
+                            score = _child_score(trial, is_reg) + _child_score(right, is_reg)
                         else:
-                            best_missleft = side == 0
-                        if nominal:
-                            best_cats[:] = 0
-                            for qq in range(q + 1):
-                                c = cat_ids[qq]
-                                best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
-                        else:
-                            best_thr = cat_ids[q]
+                            for k in range(n_stats):
+                                trial[k] = right[k] + miss[k]
+                            wl = w_left
+                            wr = w_right + w_miss
+                            score = _child_score(left, is_reg) + _child_score(trial, is_reg)
+                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                            continue
+                        gain = score - parent_score
+                        if gain > best_gain:
+                            best_gain = gain
+                            best_j = j
+                            best_nominal = nominal
+                            if w_miss == 0:
+                                best_missleft = w_left >= w_right
+                            else:
+                                best_missleft = side == 0
+                            if nominal:
+                                best_thr = 0
+                                best_cats[:] = 0
+                                for qq in range(q + 1 if mode == 0 else 1):
+                                    c = cat_ids[qq] if mode == 0 else b
+                                    best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                                if best_missleft:
+                                    for qq in range(n_rare):
+                                        c = rare_ids[qq]
+                                        best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                            else:
+                                best_thr = b
 
         if best_j < 0:
             continue
@@ -330,14 +351,14 @@ def _grow_one(
 @njit(parallel=True, cache=True)
 def grow_trees(
     Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, n_bins, seeds, bootstrap,
-    max_depth, min_samples_leaf, split_k, cap,
+    max_depth, min_samples_leaf, split_k, cap, min_category_weight,
     o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight, o_n_nodes,
 ):
     """Grow ``len(seeds)`` trees, one per row of ``subspaces`` (feature ids, padded with -1), in parallel."""
     for t in prange(seeds.shape[0]):
         o_n_nodes[t] = _grow_one(
             Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal, n_bins,
-            seeds[t], bootstrap, max_depth, min_samples_leaf, split_k, cap,
+            seeds[t], bootstrap, max_depth, min_samples_leaf, split_k, cap, min_category_weight,
             o_feature[t], o_thr[t], o_missleft[t], o_nominal[t], o_cats[t], o_left[t], o_right[t],
             o_value[t], o_gain[t], o_weight[t],
         )

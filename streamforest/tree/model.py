@@ -116,10 +116,12 @@ def grow(
     min_samples_leaf: float,
     split_features: int = 0,
     bootstrap: bool = True,
+    min_category_weight: float = 0.0,
 ) -> Trees:
     """Grow one tree per subspace on the first ``n_samples`` columns of ``Xb`` (feature-major bins).
 
-    ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``.
+    ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``. In a node,
+    categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
     """
     n_trees = len(subspaces)
     is_reg = n_classes == 0
@@ -147,6 +149,7 @@ def grow(
     grow_trees(
         Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal, n_bins,
         seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_features, cap,
+        float(min_category_weight),
         o["feature"], o["threshold"], o["missing_left"], o["nominal"], o["cats"], o["left"], o["right"],
         o["value"], o["gain"], o["weight"], n_nodes,
     )
