@@ -149,10 +149,10 @@ class FeatureStreamForest:
 
     def __init__(
         self,
-        trees_per_generation: int = 30,
+        trees_per_generation: int = 50,
         max_features: float | int = 2 / 3,
-        max_depth: int | None = 6,
-        min_samples_leaf: float = 1,
+        max_depth: int | None = 16,
+        min_samples_leaf: float = 3,
         min_category_size: float = 5,
         split_features: float | None = None,
         policy: str = "challenger",

@@ -1,0 +1,89 @@
+"""The state of one stream: its samples, labels, raw feature columns, pending feature parts and its forest.
+
+Raw values are kept for every known sample (training and scoring alike) so that scoring rows can be predicted and
+encoded after every model change, and so that a delayed label can move a scoring row into the training set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from streamforest.engine.messages import FeatureMessage
+from streamforest.forest import FeatureStreamForest
+
+
+def column_digest(ids: tuple[str, ...] | list[str], values: tuple | list) -> str:
+    """Content hash of a feature column, independent of the order its (id, value) pairs came in."""
+    pairs = sorted(zip(ids, values, strict=True), key=lambda p: p[0])
+    return hashlib.blake2b(orjson.dumps(pairs), digest_size=16).hexdigest()
+
+
+@dataclass
+class StreamState:
+    """Everything the engine knows about one stream."""
+
+    name: str
+    ids: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    labels: list[Any] = field(default_factory=list)
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    kinds: dict[str, str | None] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, dict[int, FeatureMessage]] = field(default_factory=dict)
+    forest: FeatureStreamForest | None = None
+    train_rows: list[int] = field(default_factory=list)
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.ids)
+
+    @property
+    def features(self) -> list[str]:
+        return list(self.columns)
+
+    def labelled_rows(self) -> list[int]:
+        return [i for i, lab in enumerate(self.labels) if lab is not None]
+
+    def scoring_rows(self, policy: str) -> np.ndarray:
+        """Rows to republish after a model change: the unlabelled ones, all, or none."""
+        if policy == "none":
+            return np.zeros(0, dtype=np.int64)
+        if policy == "all":
+            return np.arange(self.n_samples)
+        in_train = set(self.train_rows)
+        return np.array([i for i, lab in enumerate(self.labels) if lab is None and i not in in_train],
+                        dtype=np.int64)
+
+    def add_rows(self, ids: list[str]) -> None:
+        """New samples (unlabelled, all values missing until set)."""
+        for sid in ids:
+            self.index[sid] = len(self.ids)
+            self.ids.append(sid)
+            self.labels.append(None)
+        grow = len(ids)
+        for name, col in self.columns.items():
+            filler = np.full(grow, np.nan) if col.dtype.kind == "f" else np.full(grow, None, dtype=object)
+            self.columns[name] = np.concatenate([col, filler])
+
+    def set_column(self, name: str, kind: str | None, ids: list[str], values: list[Any]) -> None:
+        rows = np.fromiter((self.index[i] for i in ids), dtype=np.int64, count=len(ids))
+        numeric = kind != "nominal" and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                                            for v in values)
+        if numeric:
+            col = np.full(self.n_samples, np.nan)
+            col[rows] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        else:
+            col = np.full(self.n_samples, None, dtype=object)
+            col[rows] = np.array(values, dtype=object)
+            kind = "nominal"
+        self.columns[name] = col
+        self.kinds[name] = kind
+
+    def rows_matrix(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The raw values of these rows, by feature name (the forest's mapping input)."""
+        return {name: col[rows] for name, col in self.columns.items()}
