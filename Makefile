@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m scenarios.paper_reproduction --bundled
+	$(BIN)/streamforest demo
 
 test: $(STAMP)
 	$(BIN)/ruff check .

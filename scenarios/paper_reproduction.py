@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from streamforest.datasets import stratified_split
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 SEEDS = tuple(range(2101, 2111))
@@ -42,19 +44,6 @@ class Task:
     nominal: tuple[str, ...]
     seeds: tuple[int, ...]
     library_defaults: bool
-
-
-def stratified_split(y: np.ndarray, seed: int, test_fraction: float = 1 / 3) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of a stratified train/test split: each class keeps its share in both parts."""
-    rng = np.random.default_rng(seed)
-    test = []
-    for c in np.unique(y):
-        members = np.flatnonzero(y == c)
-        rng.shuffle(members)
-        test.append(members[: round(len(members) * test_fraction)])
-    test_idx = np.sort(np.concatenate(test))
-    train_idx = np.setdiff1d(np.arange(len(y)), test_idx)
-    return train_idx, test_idx
 
 
 def _stream(forest, names, columns, kinds, train, y) -> None:

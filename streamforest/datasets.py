@@ -44,29 +44,67 @@ def read_manifest(directory: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh, delimiter="\t"))
 
 
+def _parse_column(cells: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Numbers as float64 (empty cells NaN); a column with any non-number stays text (None for empty)."""
+    present = cells != ""
+    try:
+        values = np.full(cells.shape[0], np.nan)
+        values[present] = np.asarray(cells[present], dtype=np.float64)
+        return values, True
+    except ValueError:
+        out = cells.astype(object)
+        out[~present] = None
+        return out, False
+
+
 def load_csv(path: Path, nominal: set[str] = frozenset(), name: str = "", did: int = 0,
              target: str = "target") -> Dataset:
-    """Read a dataset CSV: empty cells are missing values, ``target`` is the label column."""
+    """Read a dataset CSV: empty cells are missing values, text columns are nominal, ``target`` is the label."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader)
         rows = list(reader)
     if target not in header:
-        raise ValueError(f"{path}: no column {target!r}")
+        raise ValueError(f"{path}: no column {target!r} (columns: {header[:10]})")
+    if any(len(r) != len(header) for r in rows):
+        bad = next(i for i, r in enumerate(rows) if len(r) != len(header))
+        raise ValueError(f"{path}: row {bad + 2} has {len(rows[bad])} cells, the header {len(header)}")
     raw = np.array(rows, dtype=object).reshape(len(rows), len(header))
     columns: dict[str, np.ndarray] = {}
     kinds: dict[str, str] = {}
     for j, col in enumerate(header):
         if col == target:
             continue
-        cells = raw[:, j]
-        values = np.full(len(rows), np.nan)
-        present = cells != ""
-        values[present] = np.asarray(cells[present], dtype=np.float64)
+        values, numeric = _parse_column(raw[:, j])
         columns[col] = values
-        kinds[col] = "nominal" if col in nominal else "numeric"
-    y = np.asarray(raw[:, header.index(target)], dtype=np.float64).astype(np.int64)
+        kinds[col] = "nominal" if (col in nominal or not numeric) else "numeric"
+    y, numeric = _parse_column(raw[:, header.index(target)])
+    if numeric:
+        if np.isnan(y).any():
+            raise ValueError(f"{path}: the target column {target!r} has empty cells")
+        if np.all(y == np.round(y)):
+            y = y.astype(np.int64)
     return Dataset(name=name or path.stem, did=did, columns=columns, kinds=kinds, y=y)
+
+
+def stratified_split(y: np.ndarray, seed: int, test_fraction: float = 1 / 3) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of a stratified train/test split: each class keeps its share in both parts.
+
+    Examples
+    --------
+    >>> train, test = stratified_split(np.array([0] * 6 + [1] * 3), seed=0)
+    >>> len(train), len(test), int(np.sum(np.array([0] * 6 + [1] * 3)[test]))
+    (6, 3, 1)
+    """
+    rng = np.random.default_rng(seed)
+    test = []
+    for c in np.unique(y):
+        members = np.flatnonzero(y == c)
+        rng.shuffle(members)
+        test.append(members[: round(len(members) * test_fraction)])
+    test_idx = np.sort(np.concatenate(test))
+    train_idx = np.setdiff1d(np.arange(len(y)), test_idx)
+    return train_idx, test_idx
 
 
 def load_directory(directory: Path, names: list[str] | None = None) -> list[Dataset]:

@@ -86,6 +86,8 @@ class Engine:
         self.config = config or EngineConfig()
         self.metrics = metrics or EngineMetrics()
         self.streams: dict[str, StreamState] = {}
+        #: Streams changed since the runner last checkpointed (it clears the set).
+        self.dirty: set[str] = set()
 
     # ------------------------------------------------------------------ entry point
 
@@ -104,6 +106,7 @@ class Engine:
             return self._refuse(raw, source, str(exc), kind)
         except Exception as exc:  # a bug of ours must not stop the stream: dead-letter it with the cause
             return self._refuse(raw, source, f"internal error: {type(exc).__name__}: {exc}", kind)
+        self.dirty.add(msg.stream)
         for r in out:
             self.metrics.produced(r["type"])
         return out

@@ -1,0 +1,212 @@
+"""The ``streamforest`` command: produce messages from a CSV, run the engine, inspect checkpoints, a demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+EXAMPLES = """\
+examples:
+  streamforest produce data.csv --target class --stream s1 > messages.jsonl
+  streamforest run --input messages.jsonl --output out/ --checkpoint-dir ckpt/ --metrics-port 9108
+  streamforest inspect ckpt/
+  streamforest demo
+"""
+
+
+def _json_number(v: Any) -> Any:
+    if isinstance(v, float):
+        return None if np.isnan(v) else (int(v) if v.is_integer() else v)
+    return v
+
+
+def produce_messages(csv_path: Path, target: str, stream: str, seed: int = 0, test_fraction: float = 1 / 3,
+                     order: str = "random", nominal: set[str] = frozenset(), chunk: int = 0):
+    """The messages of a dataset: one ``samples`` message (test rows unlabelled), then one ``feature`` per column.
+
+    Sample ids are the 0-based CSV row numbers, as strings. Returns the messages and the test row indices.
+    """
+    from streamforest.datasets import load_csv, stratified_split
+
+    data = load_csv(Path(csv_path), set(nominal), target=target)
+    _, test = stratified_split(data.y, seed, test_fraction) if test_fraction > 0 else (
+        np.arange(data.n), np.zeros(0, dtype=np.int64))
+    is_test = np.zeros(data.n, dtype=bool)
+    is_test[test] = True
+    ids = [str(i) for i in range(data.n)]
+    labels = [None if t else _json_number(v) for t, v in zip(is_test.tolist(), data.y.tolist(), strict=True)]
+    msgs = [{"v": 1, "type": "samples", "stream": stream,
+             "samples": [{"id": i, "label": lab} for i, lab in zip(ids, labels, strict=True)]}]
+    names = list(data.columns)
+    if order == "random":
+        names = [names[j] for j in np.random.default_rng(seed).permutation(len(names))]
+    step = chunk if chunk > 0 else data.n
+    for name in names:
+        values = [_json_number(v) for v in data.columns[name].tolist()]
+        parts = max(1, -(-data.n // step))
+        for p in range(parts):
+            lo, hi = p * step, min(data.n, (p + 1) * step)
+            msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "ids": ids[lo:hi],
+                   "values": values[lo:hi], "kind": data.kinds[name]}
+            if parts > 1:
+                msg.update(part=p, parts=parts)
+            msgs.append(msg)
+    return msgs, test, data
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    nominal = set(args.nominal.split(",")) if args.nominal else set()
+    msgs, _, _ = produce_messages(Path(args.csv), args.target, args.stream, args.seed, args.test_fraction,
+                                  args.order, nominal, args.chunk)
+    out = sys.stdout.buffer
+    for m in msgs:
+        out.write(orjson.dumps(m) + b"\n")
+    out.flush()
+    return 0
+
+
+def _engine_config(args: argparse.Namespace):
+    from streamforest.engine.core import EngineConfig
+
+    forest: dict[str, Any] = {"random_state": args.seed}
+    for kv in args.forest_param or []:
+        if "=" not in kv:
+            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        try:
+            forest[k] = json.loads(v)
+        except json.JSONDecodeError:
+            forest[k] = v  # a bare word: a string parameter such as policy=baseline
+    return EngineConfig(forest=forest, publish=args.publish, encode=not args.no_encode,
+                        n_components=args.n_components, encoding_values=args.encoding_values)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from streamforest.engine.runtime import run
+
+    config = _engine_config(args)
+    from streamforest.engine.core import Engine
+
+    engine = Engine(config)
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=engine.metrics.registry)
+    if args.input != "-" and not Path(args.input).exists():
+        print(f"streamforest run: no input file {args.input}", file=sys.stderr)
+        return 1
+    run(args.input, args.output, config, args.checkpoint_dir, args.checkpoint_every, engine=engine,
+        progress=args.progress and sys.stderr.isatty())
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from streamforest.engine.checkpoint import Checkpointer
+
+    path = Path(args.checkpoint)
+    if not (path / "manifest.json").exists():
+        print(f"streamforest inspect: no checkpoint in {path} (no manifest.json)", file=sys.stderr)
+        return 1
+    streams, manifest = Checkpointer(path).load()
+    pos = manifest["position"]
+    print(f"checkpoint {path}: input {pos['source']} up to line {pos['line']} (byte {pos['offset']})")
+    for name, st in streams.items():
+        n_lab = sum(lab is not None for lab in st.labels)
+        print(f"\nstream {name!r}: {st.n_samples} samples ({n_lab} labelled), {len(st.columns)} features")
+        if st.pending:
+            print(f"  features waiting for parts: {sorted(st.pending)}")
+        f = st.forest
+        if f is None:
+            print("  no forest yet (needs features and labels of two classes)")
+            continue
+        print(f"  model version {f.model_version_}, {f.n_trees_} trees in {len(f.generations_)} generations")
+        print("  generation  forced feature(s)              weight share  trees")
+        for g in f.generations_:
+            forced = ",".join(g["forced"]) or "(offline)"
+            print(f"  {g['id']:>10}  {forced[:30]:<30} {g['weight_share']:>12.4f}  {g['n_trees']:>5}")
+        print("  importances (top 15):")
+        for k, v in sorted(f.feature_importances_.items(), key=lambda kv: -kv[1])[:15]:
+            print(f"    {k:<30} {v:.4f}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from streamforest.demo import demo
+
+    return demo(Path(args.out), args.dataset, args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="streamforest",
+        description="An online random forest for streams of features: every arriving feature grows a generation "
+                    "of trees; the engine republishes predictions, per-feature feedback and hashed encodings.",
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("produce", help="print the messages of a CSV dataset (samples, then one feature per column)",
+                       description="Print the JSONL messages of a dataset: one 'samples' message with the ids and "
+                                   "labels (test rows unlabelled), then one 'feature' message per column. Sample "
+                                   "ids are the 0-based CSV row numbers, as strings.")
+    p.add_argument("csv", help="the CSV file (header row; empty cells are missing values)")
+    p.add_argument("--target", required=True, help="the label column")
+    p.add_argument("--stream", required=True, help="the stream id (the learning task)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the split and of the random feature order")
+    p.add_argument("--test-fraction", type=float, default=1 / 3, help="share of rows sent unlabelled (stratified)")
+    p.add_argument("--order", choices=("file", "random"), default="random", help="feature order")
+    p.add_argument("--nominal", help="comma-separated columns to declare nominal (text columns always are)")
+    p.add_argument("--chunk", type=int, default=0, help="split feature columns into parts of at most N values")
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("run", help="run the engine on JSONL messages (embedded runtime, no service needed)",
+                       description="Read messages (one JSON object per line) from a file or stdin, learn, and "
+                                   "write feedback.jsonl, predictions.jsonl, encodings.jsonl and errors.jsonl to a "
+                                   "directory (or every record to stdout). With --checkpoint-dir, a restarted run "
+                                   "resumes where the last checkpoint left off.")
+    p.add_argument("--input", required=True, help="JSONL file, or - for stdin")
+    p.add_argument("--output", required=True, help="output directory, or - for stdout")
+    p.add_argument("--checkpoint-dir", help="where to checkpoint state (and resume from)")
+    p.add_argument("--checkpoint-every", type=int, default=1000, help="messages between checkpoints "
+                   "(a checkpoint also follows every model change)")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
+    p.add_argument("--seed", type=int, default=0, help="the forests' random_state")
+    p.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
+                   help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable)")
+    p.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
+                   help="which samples get predictions/encodings after each model change")
+    p.add_argument("--no-encode", action="store_true", help="do not publish encodings")
+    p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
+    p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
+    p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("inspect", help="show a checkpoint: features, alive generations and weights, importances")
+    p.add_argument("checkpoint", help="a checkpoint directory")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("demo", help="a bundled dataset through produce -> run, with a plot and the baseline")
+    p.add_argument("--out", default="results/demo", help="where inputs, outputs and the plot go")
+    p.add_argument("--dataset", default="diabetes_37.csv", help="a CSV bundled with the package")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, TypeError, OSError) as exc:
+        print(f"streamforest {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
