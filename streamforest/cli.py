@@ -83,7 +83,7 @@ def _engine_config(args: argparse.Namespace):
             forest[k] = json.loads(v)
         except json.JSONDecodeError:
             forest[k] = v  # a bare word: a string parameter such as policy=baseline
-    return EngineConfig(forest=forest, publish=args.publish, encode=not args.no_encode,
+    return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
                         n_components=args.n_components, encoding_values=args.encoding_values)
 
 
@@ -181,7 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable)")
     p.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
                    help="which samples get predictions/encodings after each model change")
-    p.add_argument("--no-encode", action="store_true", help="do not publish encodings")
+    p.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
+                   help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
     p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
     p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")

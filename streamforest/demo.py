@@ -58,7 +58,8 @@ def demo(out: Path, dataset: str = "diabetes_37.csv", seed: int = 0) -> int:
         target = out / policy
         for f in target.glob("*.jsonl"):
             f.unlink()
-        config = EngineConfig(forest={"policy": policy, "random_state": seed}, encode=policy == "challenger")
+        config = EngineConfig(forest={"policy": policy, "random_state": seed},
+                              encoding="paths" if policy == "challenger" else "none")
         run(str(out / "input.jsonl"), str(target), config)
         feedback = _read(target / "feedback.jsonl")
         preds = _read(target / "predictions.jsonl")

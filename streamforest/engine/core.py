@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from streamforest.encoding import check_arguments
 from streamforest.engine import records
 from streamforest.engine.messages import (
     ControlMessage,
@@ -28,6 +29,7 @@ from streamforest.engine.state import StreamState, column_digest
 from streamforest.forest import FeatureStreamForest
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
+ENCODINGS = ("leaves", "paths", "none")
 
 
 @dataclass
@@ -42,25 +44,30 @@ class EngineConfig:
     publish
         Which samples get predictions and encodings after each model change: ``"unlabelled"`` (the scoring set),
         ``"all"`` or ``"none"``.
-    encode
-        Whether to publish encodings.
+    encoding
+        What encodings to publish: ``"leaves"`` (the leaf each sample reaches in each tree: compact, one entry
+        per tree), ``"paths"`` (every node on the way, Vens & Costa's encoding: about depth times larger) or
+        ``"none"``.
     n_components, encoding_values
         Width and values of the published hashed encodings.
     """
 
     forest: dict[str, Any] = field(default_factory=lambda: {"random_state": 0})
     publish: str = "unlabelled"
-    encode: bool = True
+    encoding: str = "leaves"
     n_components: int = 2**18
     encoding_values: str = "binary"
 
     def __post_init__(self) -> None:
         if self.publish not in PUBLISH_POLICIES:
             raise ValueError(f"publish must be one of {PUBLISH_POLICIES}, got {self.publish!r}")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
+        check_arguments(self.n_components, self.encoding_values, "default")
         FeatureStreamForest(**self.forest)  # refuse bad forest parameters now, not at the first feature
 
     def to_json(self) -> dict[str, Any]:
-        return {"forest": self.forest, "publish": self.publish, "encode": self.encode,
+        return {"forest": self.forest, "publish": self.publish, "encoding": self.encoding,
                 "n_components": self.n_components, "encoding_values": self.encoding_values}
 
 
@@ -70,7 +77,7 @@ class Engine:
     Examples
     --------
     >>> import orjson
-    >>> e = Engine(EngineConfig(forest={"trees_per_generation": 5, "random_state": 0}, encode=False))
+    >>> e = Engine(EngineConfig(forest={"trees_per_generation": 5, "random_state": 0}, encoding="none"))
     >>> samples = [{"id": str(i), "label": i % 2 if i < 80 else None} for i in range(100)]
     >>> out = e.process(orjson.dumps({"v": 1, "type": "samples", "stream": "s", "samples": samples}))
     >>> msg = {"v": 1, "type": "feature", "stream": "s", "name": "x", "ids": [str(i) for i in range(100)],
@@ -303,9 +310,10 @@ class Engine:
             out = records.values(st.name, ids, version, st.forest.predict(X))
         else:
             out = records.predictions(st.name, ids, version, st.forest.classes_, st.forest.predict_proba(X))
-        if self.config.encode:
+        if self.config.encoding != "none":
             start = time.perf_counter()
-            E = st.forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values)
+            E = st.forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
+                                 leaves_only=self.config.encoding == "leaves")
             self.metrics.encoding_seconds.observe(time.perf_counter() - start)
             out += records.encodings(st.name, ids, version, E)
         return out
