@@ -32,9 +32,17 @@ def produce_messages(csv_path: Path, target: str, stream: str, seed: int = 0, te
 
     Sample ids are the 0-based CSV row numbers, as strings. Returns the messages and the test row indices.
     """
-    from streamforest.datasets import load_csv, stratified_split
+    from streamforest.datasets import bundled_dir, load_csv, read_manifest, stratified_split
 
-    data = load_csv(Path(csv_path), set(nominal), target=target)
+    csv_path = Path(csv_path)
+    if not csv_path.exists():
+        bundled = {r["name"]: r for r in read_manifest(bundled_dir())}
+        if str(csv_path) not in bundled:
+            raise ValueError(f"no file {csv_path} (and no bundled dataset of that name: {sorted(bundled)})")
+        row = bundled[str(csv_path)]
+        csv_path = bundled_dir() / row["file"]
+        nominal = set(nominal) | {c for c in row["nominal_cols"].split(";") if c}
+    data = load_csv(csv_path, set(nominal), target=target)
     _, test = stratified_split(data.y, seed, test_fraction) if test_fraction > 0 else (
         np.arange(data.n), np.zeros(0, dtype=np.int64))
     is_test = np.zeros(data.n, dtype=bool)
@@ -154,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Print the JSONL messages of a dataset: one 'samples' message with the ids and "
                                    "labels (test rows unlabelled), then one 'feature' message per column. Sample "
                                    "ids are the 0-based CSV row numbers, as strings.")
-    p.add_argument("csv", help="the CSV file (header row; empty cells are missing values)")
+    p.add_argument("csv", help="the CSV file (header row; empty cells are missing values), or the name of a "
+                               "dataset bundled with the package (e.g. MagicTelescope)")
     p.add_argument("--target", required=True, help="the label column")
     p.add_argument("--stream", required=True, help="the stream id (the learning task)")
     p.add_argument("--seed", type=int, default=0, help="seed of the split and of the random feature order")
@@ -188,11 +197,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("inspect", help="show a checkpoint: features, alive generations and weights, importances")
+    p = sub.add_parser("inspect", help="show a checkpoint: features, alive generations and weights, importances",
+                       description="Show what a checkpoint directory holds: the input position it covers and, per "
+                                   "stream, its samples, features, alive generations with their weight shares, "
+                                   "and the feature importances.")
     p.add_argument("checkpoint", help="a checkpoint directory")
     p.set_defaults(func=cmd_inspect)
 
-    p = sub.add_parser("demo", help="a bundled dataset through produce -> run, with a plot and the baseline")
+    p = sub.add_parser("demo", help="a bundled dataset through produce -> run, with a plot and the baseline",
+                       description="Run a dataset shipped with the package through produce -> run (the embedded "
+                                   "runtime), with a few bad lines mixed in: one line per arriving feature (weight "
+                                   "share, out-of-bag AUC before -> after, test AUC), the dead letters, the final "
+                                   "test AUC against the baseline policy, and a PNG plot of the score per feature.")
     p.add_argument("--out", default="results/demo", help="where inputs, outputs and the plot go")
     p.add_argument("--dataset", default="diabetes_37.csv", help="a CSV bundled with the package")
     p.add_argument("--seed", type=int, default=0)

@@ -38,10 +38,21 @@ class Generation:
     subspaces: list[np.ndarray]
     seeds: np.ndarray
     born: int = 0  # the model version in which these trees became alive
+    _importance: np.ndarray | None = None
 
     @property
     def n_trees(self) -> int:
         return self.trees.n_trees
+
+    def importance(self, n_features: int) -> np.ndarray:
+        """Mean normalised impurity-decrease importance over the generation's trees (cached: trees never change
+        in place; regrowing replaces them and clears the cache)."""
+        if self._importance is None:
+            self._importance = self.trees.importances(int(max(self.trees.feature.max(initial=-1) + 1, 1))).mean(0)
+        out = np.zeros(n_features)
+        k = min(n_features, self._importance.size)
+        out[:k] = self._importance[:k]
+        return out
 
 
 def _pack(generations: list[Generation]) -> tuple[Trees, np.ndarray]:
@@ -616,6 +627,7 @@ class FeatureStreamForest:
         self._y_reg = np.concatenate([self._y_reg, yr])
         for g in self._generations:
             g.trees = self._grow(g.subspaces, g.seeds)
+            g._importance = None
             g.born = self.model_version_ + 1
         self._packed = None
         self._recompute_oob()
@@ -808,11 +820,13 @@ class FeatureStreamForest:
         return out.tocsr()
 
     def _importance_vector(self) -> np.ndarray:
+        """Share-weighted importances of the generations (per-generation vectors are cached, so this stays cheap
+        when thousands of features have arrived)."""
         d = self.n_features_in_
         if not self._generations:
             return np.zeros(d)
-        trees, tree_w, _ = self._forest()
-        return tree_w @ trees.importances(d)
+        w = shares(np.array([g.log_weight for g in self._generations]))
+        return sum((s * g.importance(d) for g, s in zip(self._generations, w, strict=True)), np.zeros(d))
 
     @property
     def feature_importances_(self) -> dict[str, float]:

@@ -39,9 +39,9 @@ def stream_arrays(st: StreamState) -> tuple[dict[str, np.ndarray], dict[str, Any
     for k, (name, col) in enumerate(st.columns.items()):
         if col.dtype.kind == "f":
             arrays[f"col{k}"] = col
-            columns.append({"name": name, "kind": st.kinds[name], "digest": st.digests[name], "stored": "array"})
+            columns.append({"name": name, "kind": st.kinds[name], "stored": "array"})
         else:
-            columns.append({"name": name, "kind": st.kinds[name], "digest": st.digests[name], "stored": "json",
+            columns.append({"name": name, "kind": st.kinds[name], "stored": "json",
                             "values": [_json_value(v) for v in col.tolist()]})
     arrays["train_rows"] = np.asarray(st.train_rows, dtype=np.int64)
     header: dict[str, Any] = {
@@ -69,7 +69,6 @@ def restore_stream(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> Str
         else:
             st.columns[c["name"]] = np.array(c["values"], dtype=object)
         st.kinds[c["name"]] = c["kind"]
-        st.digests[c["name"]] = c["digest"]
     st.pending = {
         name: {p["part"]: FeatureMessage(st.name, name, tuple(p["ids"]), tuple(p["values"]), p["kind"],
                                          p["part"], p["parts"]) for p in parts}

@@ -1,4 +1,5 @@
-"""The engine: decoded messages in, output records out. Pure: no files, no sockets, no clocks in its results.
+"""The engine: decoded messages in, output records out. Pure: no files, no sockets; its records depend only on
+the configuration and the input, except the ``seconds`` a feedback record reports.
 
 :meth:`Engine.process` takes the raw bytes of one message and where they came from and returns the records to
 publish. A bad message never escapes as an exception: it becomes an ``error`` record (a dead letter) and the state
@@ -25,7 +26,7 @@ from streamforest.engine.messages import (
     decode,
 )
 from streamforest.engine.metrics import EngineMetrics
-from streamforest.engine.state import StreamState, column_digest
+from streamforest.engine.state import StreamState
 from streamforest.forest import FeatureStreamForest
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
@@ -110,18 +111,18 @@ class Engine:
         try:
             out = self.handle(msg)
         except Refused as exc:
-            return self._refuse(raw, source, str(exc), kind)
+            return self._refuse(raw, source, str(exc), kind, msg.stream)
         except Exception as exc:  # a bug of ours must not stop the stream: dead-letter it with the cause
-            return self._refuse(raw, source, f"internal error: {type(exc).__name__}: {exc}", kind)
+            return self._refuse(raw, source, f"internal error: {type(exc).__name__}: {exc}", kind, msg.stream)
         self.dirty.add(msg.stream)
         for r in out:
             self.metrics.produced(r["type"])
         return out
 
-    def _refuse(self, raw: bytes | str, source: str, reason: str, kind: str) -> list[dict[str, Any]]:
+    def _refuse(self, raw: bytes | str, source: str, reason: str, kind: str, stream: str = "") -> list[dict]:
         self.metrics.failed(kind)
         self.metrics.produced("error")
-        return [records.error(raw, source, reason)]
+        return [records.error(raw, source, reason, stream)]
 
     def handle(self, msg: Message) -> list[dict[str, Any]]:
         if isinstance(msg, SamplesMessage):
@@ -155,6 +156,10 @@ class Engine:
                 if s.label is None or s.label != st.labels[row] or any(
                         not _same(st.columns[k][row], v) for k, v in s.x.items()):
                     raise Refused(f"sample {s.id!r} is already in the training set with other values or label")
+        for s in msg.samples:
+            for k, v in s.x.items():
+                if st.columns[k].dtype.kind == "f" and (isinstance(v, (str, bool))):
+                    raise Refused(f"sample {s.id!r}: feature {k!r} is numeric, got {v!r}")
         self._check_labels(st, [s.label for s in msg.samples])
         # Validated: apply.
         self.streams[msg.stream] = st
@@ -182,8 +187,8 @@ class Engine:
         """Labels of one stream share one type (numbers or strings) and, once learning, its classes."""
         given = [lab for lab in labels if lab is not None]
         known = [lab for lab in st.labels if lab is not None]
-        if len({isinstance(lab, str) for lab in given + known[:1]}) > 1:
-            raise Refused("labels mix strings and numbers in one stream")
+        if len({_label_type(lab) for lab in given + known[:1]}) > 1:
+            raise Refused("labels mix strings, booleans and numbers in one stream")
         forest = st.forest
         if forest is None or forest.classes_ is None or forest.task == "regression":
             return
@@ -202,9 +207,14 @@ class Engine:
                 return []  # a replay
             raise Refused(f"sample {msg.id!r} is already in the training set with label {st.labels[row]!r}")
         self._check_labels(st, [msg.label])
+        previous = st.labels[row]
         st.labels[row] = msg.label
         if st.forest is None:
-            return self._try_start(st)
+            try:
+                return self._try_start(st)
+            except Refused:
+                st.labels[row] = previous
+                raise
         return self._add_training(st, [row])
 
     def _feature(self, msg: FeatureMessage) -> list[dict[str, Any]]:
@@ -213,10 +223,8 @@ class Engine:
         if unknown:
             raise Refused(f"feature {msg.name!r} names unknown sample ids {unknown[:5]}: send their samples first")
         if msg.name in st.columns:
-            if msg.parts == 1 and column_digest(msg.ids, msg.values) == st.digests[msg.name]:
-                return []  # a replay of an arrived feature
-            if msg.parts > 1:
-                return []  # parts of an arrived feature: compared when whole, which it already was
+            if st.matches(msg.name, msg.ids, msg.values, whole=msg.parts == 1):
+                return []  # a replay (of the feature or of one of its parts)
             raise Refused(f"feature {msg.name!r} already arrived with other values")
         parts = st.pending.get(msg.name, {})
         if parts:
@@ -241,19 +249,20 @@ class Engine:
         return self._arrive(st, msg.name, msg.kind, ids, values)
 
     def _arrive(self, st: StreamState, name: str, kind: str | None, ids: list[str], values: list[Any]):
-        digest = column_digest(ids, values)
         st.set_column(name, kind, ids, values)
-        st.digests[name] = digest
         self.metrics.feature_arrived(st.name)
         if st.forest is None:
-            return self._try_start(st)
+            try:
+                return self._try_start(st)
+            except Refused:
+                st.drop_column(name)
+                raise
         start = time.perf_counter()
         col = st.columns[name][np.asarray(st.train_rows)]
         try:
             report = st.forest.add_feature(name, col, kind=st.kinds[name])
         except (ValueError, TypeError) as exc:
-            st.columns.pop(name)
-            st.digests.pop(name)
+            st.drop_column(name)
             raise Refused(f"feature {name!r}: {exc}") from None
         self.metrics.generation(st.name, report, st.forest.n_trees_)
         self.metrics.training_seconds.observe(time.perf_counter() - start)
@@ -262,7 +271,7 @@ class Engine:
     def _try_start(self, st: StreamState) -> list[dict[str, Any]]:
         """Grow the forest once there are features and labelled samples of at least two classes."""
         rows = st.labelled_rows()
-        if not st.columns or len({str(st.labels[r]) for r in rows}) < 2:
+        if not st.columns or len({st.labels[r] for r in rows}) < 2:
             return []
         forest = FeatureStreamForest(**self.config.forest)
         y = np.array([st.labels[r] for r in rows])
@@ -293,6 +302,7 @@ class Engine:
         st = self._state(msg.stream, create=False)
         if msg.op == "drop":
             del self.streams[msg.stream]
+            self.metrics.stream_dropped(msg.stream)
             return []
         return self._publish(st)  # snapshot
 
@@ -317,6 +327,11 @@ class Engine:
             self.metrics.encoding_seconds.observe(time.perf_counter() - start)
             out += records.encodings(st.name, ids, version, E)
         return out
+
+
+def _label_type(label: Any) -> str:
+    """Booleans, numbers and strings are different label types (True == 1 in Python, not here)."""
+    return "bool" if isinstance(label, bool) else "str" if isinstance(label, str) else "number"
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -190,7 +190,7 @@ def parse(obj: Any) -> Message:
     if v != VERSION or isinstance(v, bool):
         raise Refused(f"unsupported or missing version: v={v!r} (this engine reads v={VERSION})")
     kind = obj.get("type")
-    if kind not in _PARSERS:
+    if not isinstance(kind, str) or kind not in _PARSERS:
         raise Refused(f"unknown message type {kind!r} (expected one of {sorted(_PARSERS)})")
     stream = _string(_require(obj, "stream"), "stream", MAX_NAME_LENGTH)
     return _PARSERS[kind](obj, stream)

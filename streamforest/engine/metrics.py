@@ -48,6 +48,13 @@ class EngineMetrics:
     def samples(self, stream: str, n: int) -> None:
         self.samples_per_stream.labels(stream).set(n)
 
+    def stream_dropped(self, stream: str) -> None:
+        for gauge in (self.trees_alive, self.samples_per_stream):
+            try:
+                gauge.remove(stream)
+            except KeyError:
+                pass
+
     def feature_arrived(self, stream: str) -> None:
         self.features_arrived.inc()
 

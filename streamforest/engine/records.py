@@ -25,15 +25,18 @@ def _finite(x: float | None) -> float | None:
 def raw_text(raw: bytes | str) -> str:
     """The original message for a dead letter: its text when it is UTF-8, base64 otherwise."""
     if isinstance(raw, str):
-        return raw
+        # A str may hold lone surrogates that no JSON encoder accepts: keep their bytes instead.
+        raw = raw.encode("utf-8", "surrogatepass")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return "base64:" + base64.b64encode(raw).decode("ascii")
 
 
-def error(raw: bytes | str, source: str, reason: str) -> dict[str, Any]:
-    return {"v": VERSION, "type": "error", "key": "", "source": source, "reason": reason, "original": raw_text(raw)}
+def error(raw: bytes | str, source: str, reason: str, stream: str = "") -> dict[str, Any]:
+    """A dead letter: the original message, where it came from, why it was refused (keyed by its stream)."""
+    return {"v": VERSION, "type": "error", "key": stream, "source": source, "reason": reason,
+            "original": raw_text(raw)}
 
 
 def feedback(stream: str, report: FeatureReport, model_version: int) -> dict[str, Any]:

@@ -121,18 +121,19 @@ def run(
     source = JsonlSource(input_path)
     checkpointer = Checkpointer(checkpoint_dir) if checkpoint_dir else None
     offset, line = 0, 0
-    if checkpointer is not None:
-        restored = checkpointer.load()
-        if restored is not None:
-            streams, manifest = restored
-            if manifest["position"].get("source") != source.name:
-                raise ValueError(
-                    f"checkpoint in {checkpoint_dir} covers {manifest['position'].get('source')!r}, "
-                    f"not {source.name!r}: use another --checkpoint-dir"
-                )
-            engine.streams = streams
-            offset, line = manifest["position"]["offset"], manifest["position"]["line"]
-            sink.truncate(manifest["outputs"])
+    restored = checkpointer.load() if checkpointer is not None else None
+    if restored is None:
+        sink.truncate({})  # a fresh run: outputs of an earlier run in the same place are replaced, not appended to
+    else:
+        streams, manifest = restored
+        if manifest["position"].get("source") != source.name:
+            raise ValueError(
+                f"checkpoint in {checkpoint_dir} covers {manifest['position'].get('source')!r}, "
+                f"not {source.name!r}: use another --checkpoint-dir"
+            )
+        engine.streams = streams
+        offset, line = manifest["position"]["offset"], manifest["position"]["line"]
+        sink.truncate(manifest["outputs"])
     since = 0
     bar = None
     if progress:

@@ -6,21 +6,13 @@ encoded after every model change, and so that a delayed label can move a scoring
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import orjson
 
 from streamforest.engine.messages import FeatureMessage
 from streamforest.forest import FeatureStreamForest
-
-
-def column_digest(ids: tuple[str, ...] | list[str], values: tuple | list) -> str:
-    """Content hash of a feature column, independent of the order its (id, value) pairs came in."""
-    pairs = sorted(zip(ids, values, strict=True), key=lambda p: p[0])
-    return hashlib.blake2b(orjson.dumps(pairs), digest_size=16).hexdigest()
 
 
 @dataclass
@@ -33,7 +25,6 @@ class StreamState:
     labels: list[Any] = field(default_factory=list)
     columns: dict[str, np.ndarray] = field(default_factory=dict)
     kinds: dict[str, str | None] = field(default_factory=dict)
-    digests: dict[str, str] = field(default_factory=dict)
     pending: dict[str, dict[int, FeatureMessage]] = field(default_factory=dict)
     forest: FeatureStreamForest | None = None
     train_rows: list[int] = field(default_factory=list)
@@ -83,6 +74,27 @@ class StreamState:
             kind = "nominal"
         self.columns[name] = col
         self.kinds[name] = kind
+
+    def matches(self, name: str, ids: tuple[str, ...] | list[str], values: tuple | list, whole: bool) -> bool:
+        """Whether these (id, value) pairs are what the stored column holds (1 and 1.0 are the same value);
+        for a ``whole`` column, also that it holds no other present value."""
+        col = self.columns[name]
+        rows = np.fromiter((self.index[i] for i in ids), dtype=np.int64, count=len(ids))
+        if whole:
+            present = np.count_nonzero(~np.isnan(col)) if col.dtype.kind == "f" else sum(v is not None for v in col)
+            if present != sum(v is not None for v in values):
+                return False
+        if col.dtype.kind == "f":
+            if any(isinstance(v, (str, bool)) for v in values):
+                return False
+            given = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            stored = col[rows]
+            return bool(np.all((given == stored) | (np.isnan(given) & np.isnan(stored))))
+        return all(a == b or (a is None and b is None) for a, b in zip(col[rows].tolist(), values, strict=True))
+
+    def drop_column(self, name: str) -> None:
+        self.columns.pop(name, None)
+        self.kinds.pop(name, None)
 
     def rows_matrix(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The raw values of these rows, by feature name (the forest's mapping input)."""

@@ -1,0 +1,1 @@
+"""Tests of ``streamforest.engine``: the pure engine, its checkpoints, runtime and metrics."""
