@@ -100,7 +100,10 @@ def _grow_one(
             m += 1
     tmp = np.empty(m, dtype=np.int64)
 
-    hist = np.zeros((n_feats, 256, n_stats), dtype=np.float64)
+    h = np.zeros((256, n_stats), dtype=np.float64)
+    hc = np.zeros((256, n_stats), dtype=np.float64)  # statistics of the bins present in the node, in bin order
+    cb = np.empty(256, dtype=np.int64)  # their bin ids
+    sbin = np.empty(max(m, 1), dtype=np.int64)
     parent = np.zeros(n_stats, dtype=np.float64)
     left = np.zeros(n_stats, dtype=np.float64)
     right = np.zeros(n_stats, dtype=np.float64)
@@ -185,22 +188,53 @@ def _grow_one(
             j = cand[cj]
             f = feats[j]
             nb = n_bins[f]
-            h = hist[j]
-            h[:nb, :] = 0.0
-            h[MISSING, :] = 0.0
-            for ii in range(start, end):
-                s = idx[ii]
-                b = Xb[f, s]
-                if is_reg:
-                    h[b, 0] += w[s]
-                    h[b, 1] += w[s] * y_reg[s]
-                else:
-                    h[b, y_cls[s]] += w[s]
+            n_present = 0
+            if end - start < nb:
+                # A node with fewer samples than bins: sort its samples by bin rather than clear and scan a
+                # histogram of mostly empty bins (deep trees are mostly such nodes).
+                for ii in range(start, end):
+                    sbin[ii - start] = Xb[f, idx[ii]]
+                order = np.argsort(sbin[: end - start], kind="mergesort")
+                miss[:] = 0.0
+                last = -1
+                for q in range(end - start):
+                    s = idx[start + order[q]]
+                    b = sbin[order[q]]
+                    if b == MISSING:
+                        row = miss
+                    else:
+                        if b != last:
+                            cb[n_present] = b
+                            hc[n_present, :] = 0.0
+                            n_present += 1
+                            last = b
+                        row = hc[n_present - 1]
+                    if is_reg:
+                        row[0] += w[s]
+                        row[1] += w[s] * y_reg[s]
+                    else:
+                        row[y_cls[s]] += w[s]
+            else:
+                h[:nb, :] = 0.0
+                h[MISSING, :] = 0.0
+                for ii in range(start, end):
+                    s = idx[ii]
+                    b = Xb[f, s]
+                    if is_reg:
+                        h[b, 0] += w[s]
+                        h[b, 1] += w[s] * y_reg[s]
+                    else:
+                        h[b, y_cls[s]] += w[s]
+                for b in range(nb):
+                    if _weight(h[b], is_reg) > 0:
+                        cb[n_present] = b
+                        hc[n_present, :] = h[b]
+                        n_present += 1
+                for k in range(n_stats):
+                    miss[k] = h[MISSING, k]
             nominal = is_nominal[f]
             # Missing values, and in a nominal column the categories too rare in this node to be placed on their
             # own evidence, form one pool that follows the split's default side (as unseen categories will).
-            for k in range(n_stats):
-                miss[k] = h[MISSING, k]
             n_rare = 0
 
             # The order in which bins are scanned: natural for numeric, by target statistic for nominal.
@@ -210,22 +244,20 @@ def _grow_one(
                 for k in range(n_stats):
                     if parent[k] > parent[kmax]:
                         kmax = k
-                for b in range(nb):
-                    wb = _weight(h[b], is_reg)
-                    if wb <= 0:
-                        continue
+                for c in range(n_present):
+                    wb = _weight(hc[c], is_reg)
                     if wb < min_category_weight:
                         for k in range(n_stats):
-                            miss[k] += h[b, k]
-                        rare_ids[n_rare] = b
+                            miss[k] += hc[c, k]
+                        rare_ids[n_rare] = c
                         n_rare += 1
                         continue
                     if is_reg or n_classes == 2:
-                        keys[n_order] = h[b, 1] / wb
+                        keys[n_order] = hc[c, 1] / wb
                     else:
                         # Multiclass: order by the share of the node's most frequent class.
-                        keys[n_order] = h[b, kmax] / wb
-                    cat_ids[n_order] = b
+                        keys[n_order] = hc[c, kmax] / wb
+                    cat_ids[n_order] = c
                     n_order += 1
                 order = np.argsort(keys[:n_order], kind="mergesort")
                 for q in range(n_order):
@@ -233,9 +265,9 @@ def _grow_one(
                 for q in range(n_order):
                     cat_ids[q] = sorted_ids[q]
             else:
-                for b in range(nb):
-                    cat_ids[b] = b
-                n_order = nb
+                for c in range(n_present):
+                    cat_ids[c] = c
+                n_order = n_present
             w_miss = _weight(miss, is_reg)
 
             # Prefixes of the order (mode 0) and, for nominal columns, each category against the rest (mode 1).
@@ -250,7 +282,7 @@ def _grow_one(
                     if mode == 1:
                         left[:] = 0.0
                     for k in range(n_stats):
-                        left[k] += h[b, k]
+                        left[k] += hc[b, k]
                     for k in range(n_stats):
                         right[k] = parent[k] - miss[k] - left[k]
                     w_left = _weight(left, is_reg)
@@ -288,14 +320,14 @@ def _grow_one(
                                 best_thr = 0
                                 best_cats[:] = 0
                                 for qq in range(q + 1 if mode == 0 else 1):
-                                    c = cat_ids[qq] if mode == 0 else b
+                                    c = cb[cat_ids[qq] if mode == 0 else b]
                                     best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
                                 if best_missleft:
                                     for qq in range(n_rare):
-                                        c = rare_ids[qq]
+                                        c = cb[rare_ids[qq]]
                                         best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
                             else:
-                                best_thr = b
+                                best_thr = cb[b]
 
         if best_j < 0:
             continue
