@@ -189,8 +189,8 @@ def _grow_one(
             f = feats[j]
             nb = n_bins[f]
             n_present = 0
-            if end - start < nb:
-                # A node with fewer samples than bins: sort its samples by bin rather than clear and scan a
+            if 4 * (end - start) < nb:
+                # A node with far fewer samples than bins: sort its samples by bin rather than clear and scan a
                 # histogram of mostly empty bins (deep trees are mostly such nodes).
                 for ii in range(start, end):
                     sbin[ii - start] = Xb[f, idx[ii]]
