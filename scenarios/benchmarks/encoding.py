@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -49,7 +48,7 @@ import sklearn
 from sklearn.datasets import make_classification
 from sklearn.ensemble import RandomForestClassifier
 
-import streamforest
+from scenarios.benchmarks import common
 from streamforest import FeatureStreamForest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,17 +264,7 @@ def print_delta(d: dict[str, Any]) -> None:
 
 
 def environment() -> dict[str, Any]:
-    try:
-        layer = str(numba.threading_layer())
-    except ValueError:
-        layer = "not yet chosen"
-    return {
-        "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-        "numba_threads": numba.get_num_threads(), "numba_threading_layer": layer, "sklearn_n_jobs": N_JOBS,
-        "load_average": list(os.getloadavg()),
-        "versions": {"streamforest": streamforest.__version__, "numpy": np.__version__, "numba": numba.__version__,
-                     "scikit-learn": sklearn.__version__},
-    }
+    return common.environment({"scikit-learn": sklearn.__version__}, sklearn_n_jobs=N_JOBS)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -41,7 +41,6 @@ import argparse
 import gc
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -51,14 +50,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 import orjson
 import sklearn
 from prometheus_client import Histogram
 from sklearn.datasets import make_classification
 
-import streamforest
+from scenarios.benchmarks import common
 from streamforest.engine import records
 from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.messages import decode
@@ -339,17 +337,7 @@ def print_throughput(thr: dict[str, Any]) -> None:
 
 
 def environment() -> dict[str, Any]:
-    try:
-        layer = str(numba.threading_layer())
-    except ValueError:
-        layer = "not yet chosen"
-    return {
-        "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-        "numba_threads": numba.get_num_threads(), "numba_threading_layer": layer,
-        "load_average": list(os.getloadavg()),
-        "versions": {"streamforest": streamforest.__version__, "numpy": np.__version__, "numba": numba.__version__,
-                     "scikit-learn": sklearn.__version__, "orjson": orjson.__version__},
-    }
+    return common.environment({"scikit-learn": sklearn.__version__, "orjson": orjson.__version__})
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

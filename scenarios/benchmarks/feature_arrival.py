@@ -36,7 +36,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -46,7 +45,6 @@ from pathlib import Path
 from typing import Any
 
 import lightgbm
-import numba
 import numpy as np
 import sklearn
 from sklearn.datasets import make_classification
@@ -54,7 +52,7 @@ from sklearn.ensemble import RandomForestClassifier
 from sklearn.metrics import roc_auc_score
 from tqdm import tqdm
 
-import streamforest
+from scenarios.benchmarks import common
 from streamforest import FeatureStreamForest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -362,22 +360,8 @@ def print_wide(w: dict[str, Any]) -> None:
 # ---------------------------------------------------------------------------------------------- main
 
 
-def threading_layer() -> str:
-    """The threading layer numba chose (known once a parallel function has run, e.g. after the warm-up)."""
-    try:
-        return str(numba.threading_layer())
-    except ValueError:
-        return "not yet chosen"
-
-
 def environment() -> dict[str, Any]:
-    return {
-        "python": platform.python_version(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
-        "numba_threads": numba.config.NUMBA_NUM_THREADS, "numba_threading_layer": threading_layer(),
-        "load_average": list(os.getloadavg()),
-        "versions": {"streamforest": streamforest.__version__, "numpy": np.__version__, "numba": numba.__version__,
-                     "scikit-learn": sklearn.__version__, "lightgbm": lightgbm.__version__},
-    }
+    return common.environment({"scikit-learn": sklearn.__version__, "lightgbm": lightgbm.__version__})
 
 
 def write_results(results: dict[str, Any], path: Path) -> None:
