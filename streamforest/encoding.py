@@ -91,7 +91,7 @@ _BLOCK = 256
 
 @njit(parallel=True, cache=True)
 def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, left, right, tree_scale, mode,
-            sample_keys, leaves_only, n_components, hashed, signed, max_nodes, counts, indptr, indices, data,
+            sample_keys, leaves_only, n_components, hashed, signed, max_nodes, unit, counts, indptr, indices, data,
             fill):
     n_trees = offsets.shape[0] - 1
     n_blocks = (m + _BLOCK - 1) // _BLOCK
@@ -132,9 +132,26 @@ def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, le
             if not fill:
                 counts[i] = pos
                 continue
+            start = indptr[i]
+            if unit:
+                # Every value is 1: sorting the columns alone and counting repeats is enough (and much cheaper).
+                cols = row_cols[:pos]
+                cols.sort()
+                u = -1
+                last = -1
+                for q in range(pos):
+                    c = cols[q]
+                    if c != last:
+                        u += 1
+                        indices[start + u] = c
+                        data[start + u] = 1.0
+                        last = c
+                    else:
+                        data[start + u] += 1.0
+                counts[i] = u + 1
+                continue
             # Sort the row and sum collisions, so every row is canonical.
             order = np.argsort(row_cols[:pos], kind="mergesort")
-            start = indptr[i]
             u = -1
             last = -1
             for q in range(pos):
@@ -157,6 +174,14 @@ def _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data
         for q in range(counts[i]):
             out_indices[dst + q] = indices[src + q]
             out_data[dst + q] = data[src + q]
+
+
+def _tree_depths(trees: Trees) -> np.ndarray:
+    """The depth of every tree (its deepest leaf)."""
+    from streamforest.kernels import node_depths
+
+    depth = node_depths(trees)
+    return np.maximum.reduceat(depth, trees.offsets[:-1]) if trees.n_nodes else np.zeros(0, dtype=np.int64)
 
 
 def sample_keys_from_ids(ids: Any, m: int) -> np.ndarray:
@@ -209,12 +234,19 @@ def encode_binned(
     keys = np.arange(m, dtype=np.uint64) if sample_keys is None else sample_keys.astype(np.uint64)
     max_nodes = int(np.diff(trees.offsets).max()) + 1 if trees.n_trees else 1
     mode = MISSING_MODES.index(missing)
+    unit = values == "binary" and mode != 2 and not signed
     args = (Xb, m, trees.offsets, seeds.astype(np.uint64), trees.feature, trees.threshold, trees.missing_left,
             trees.nominal, trees.cats, trees.left, trees.right, scale.astype(np.float64), mode, keys,
-            leaves_only, max(dim, 1), hashed, signed, max_nodes)
+            leaves_only, max(dim, 1), hashed, signed, max_nodes, unit)
     counts = np.zeros(m, dtype=np.int64)
     idx_dtype = np.int32 if dim < 2**31 else np.int64
-    _encode(*args, counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype), np.zeros(0, np.float32), False)
+    if mode != 2:
+        # One node per level per tree: a row holds at most sum(depth + 1) entries, so one routing pass suffices.
+        bound = trees.n_trees if leaves_only else int(_tree_depths(trees).sum()) + trees.n_trees
+        counts[:] = bound
+    else:
+        _encode(*args, counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype), np.zeros(0, np.float32),
+                False)
     indptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.empty(indptr[-1], dtype=idx_dtype)

@@ -70,6 +70,14 @@ def _kernel_block(leaves_x, leaves_z, offsets, parent, depth, tree_w, kind, out)
             out[a, b] = acc
 
 
+def node_depths(trees: Trees) -> np.ndarray:
+    """The depth of every node (root 0), in the batch's node order."""
+    parent = np.empty(trees.n_nodes, dtype=np.int64)
+    depth = np.empty(trees.n_nodes, dtype=np.int64)
+    _parents_and_depths(trees.offsets, trees.left, trees.right, parent, depth)
+    return depth
+
+
 def kernel_matrix(
     trees: Trees, tree_weights: np.ndarray, Xb: np.ndarray, Zb: np.ndarray, kind: str = "rf",
     block_size: int = 2048,
