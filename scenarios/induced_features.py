@@ -35,9 +35,11 @@ whole split. Datasets with fewer than
     .venv/bin/python -m scenarios.induced_features                  # all datasets, 3 seeds, 2 workers
     .venv/bin/python -m scenarios.induced_features --quick          # a small subset, about a minute
     .venv/bin/python -m scenarios.induced_features --datasets diabetes,phoneme --seeds 5
+    .venv/bin/python -m scenarios.induced_features --resummarise    # rebuild the tables from a finished run
 
 Writes ``results/induced/``: ``summary.md`` (tables), ``per_dataset.tsv`` (means over seeds), ``runs.tsv`` (every
-dataset and seed), ``noise.tsv`` and ``noise.png`` (noise level vs 1-NN accuracy, mean over datasets).
+dataset and seed), ``noise.tsv`` and ``noise.png`` (noise level vs 1-NN accuracy, mean over datasets), ``run.json``
+(settings and timing).
 """
 
 from __future__ import annotations

@@ -92,8 +92,12 @@ def run_task(task: Task) -> list[dict]:
 
 
 def _worker_init() -> None:
-    # One process per core: numba's own threads would only oversubscribe.
+    # One process per core: numba's own threads would only oversubscribe. The parent has imported numba already
+    # (forked workers inherit its thread count), so the environment variable alone is not enough.
     os.environ["NUMBA_NUM_THREADS"] = "1"
+    import numba
+
+    numba.set_num_threads(1)
 
 
 def make_tasks(data_dir: Path, names: set[str] | None, seeds: tuple[int, ...], library_defaults: bool) -> list[Task]:
