@@ -110,9 +110,6 @@ class ColumnBinner:
         out[np.isnan(x)] = MISSING_BIN
         return out
 
-    def fit_transform(self, values: Any) -> np.ndarray:
-        return self.transform(values)
-
     def threshold(self, bin_index: int) -> float:
         """The raw-value threshold of a numeric split ``bin <= bin_index`` (i.e. ``x <= threshold``)."""
         if bin_index >= len(self.edges):

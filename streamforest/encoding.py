@@ -178,9 +178,7 @@ def _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data
 
 def _tree_depths(trees: Trees) -> np.ndarray:
     """The depth of every tree (its deepest leaf)."""
-    from streamforest.kernels import node_depths
-
-    depth = node_depths(trees)
+    depth = trees.depth_of_nodes()
     return np.maximum.reduceat(depth, trees.offsets[:-1]) if trees.n_nodes else np.zeros(0, dtype=np.int64)
 
 

@@ -23,19 +23,6 @@ from streamforest.tree.model import Trees
 KINDS = ("rf", "lca", "proximity")
 
 
-@njit(cache=True)
-def _parents_and_depths(offsets, left, right, parent, depth):
-    for t in range(offsets.shape[0] - 1):
-        base = offsets[t]
-        parent[base] = -1
-        depth[base] = 0
-        for i in range(offsets[t + 1] - base):
-            if left[base + i] >= 0:
-                for c in (left[base + i], right[base + i]):
-                    parent[base + c] = i
-                    depth[base + c] = depth[base + i] + 1
-
-
 @njit(parallel=True, cache=True)
 def _kernel_block(leaves_x, leaves_z, offsets, parent, depth, tree_w, kind, out):
     n_trees = offsets.shape[0] - 1
@@ -70,14 +57,6 @@ def _kernel_block(leaves_x, leaves_z, offsets, parent, depth, tree_w, kind, out)
             out[a, b] = acc
 
 
-def node_depths(trees: Trees) -> np.ndarray:
-    """The depth of every node (root 0), in the batch's node order."""
-    parent = np.empty(trees.n_nodes, dtype=np.int64)
-    depth = np.empty(trees.n_nodes, dtype=np.int64)
-    _parents_and_depths(trees.offsets, trees.left, trees.right, parent, depth)
-    return depth
-
-
 def kernel_matrix(
     trees: Trees, tree_weights: np.ndarray, Xb: np.ndarray, Zb: np.ndarray, kind: str = "rf",
     block_size: int = 2048,
@@ -87,9 +66,7 @@ def kernel_matrix(
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if not isinstance(block_size, (int, np.integer)) or block_size < 1:
         raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    parent = np.empty(trees.n_nodes, dtype=np.int64)
-    depth = np.empty(trees.n_nodes, dtype=np.int64)
-    _parents_and_depths(trees.offsets, trees.left, trees.right, parent, depth)
+    parent, depth = trees.parents_and_depths()
     w = np.ascontiguousarray(tree_weights, dtype=np.float64)
     k = KINDS.index(kind)
     out = np.empty((Xb.shape[1], Zb.shape[1]), dtype=np.float64)

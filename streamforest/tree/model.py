@@ -11,8 +11,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from streamforest.tree.grow import grow_trees
+
+
+@njit(cache=True)
+def _parents_and_depths(offsets, left, right, parent, depth):
+    # Children always come after their parent, so one pass in node order suffices.
+    for t in range(offsets.shape[0] - 1):
+        base = offsets[t]
+        parent[base] = -1
+        depth[base] = 0
+        for i in range(offsets[t + 1] - base):
+            if left[base + i] >= 0:
+                for c in (left[base + i], right[base + i]):
+                    parent[base + c] = i
+                    depth[base + c] = depth[base + i] + 1
+
 
 ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cats", "left", "right", "value", "gain", "weight")
 
@@ -68,17 +84,16 @@ class Trees:
         np.divide(out, sums, out=out, where=sums > 0)
         return out
 
+    def parents_and_depths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every node's parent (local index, -1 at roots) and depth (root 0)."""
+        parent = np.empty(self.n_nodes, dtype=np.int64)
+        depth = np.empty(self.n_nodes, dtype=np.int64)
+        _parents_and_depths(self.offsets, self.left, self.right, parent, depth)
+        return parent, depth
+
     def depth_of_nodes(self) -> np.ndarray:
         """The depth of every node (root 0)."""
-        depth = np.zeros(self.n_nodes, dtype=np.int32)
-        for t in range(self.n_trees):
-            base = self.offsets[t]
-            # Children always come after their parent, so one pass in node order suffices.
-            for i in range(self.offsets[t + 1] - base):
-                if self.left[base + i] >= 0:
-                    depth[base + self.left[base + i]] = depth[base + i] + 1
-                    depth[base + self.right[base + i]] = depth[base + i] + 1
-        return depth
+        return self.parents_and_depths()[1]
 
 
 def concat(batches: list[Trees]) -> Trees:
