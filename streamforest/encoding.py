@@ -87,12 +87,61 @@ def _walk(Xb, i, base, seed, feature, thr, missing_left, nominal, cats, left, ri
 
 
 _BLOCK = 256
+_MAX_DIGIT = 11  # radix digits of at most 11 bits: 2,048 buckets stay in L1
 
 
 @njit(parallel=True, cache=True)
-def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, left, right, tree_scale, mode,
-            sample_keys, leaves_only, n_components, hashed, signed, max_nodes, unit, counts, indptr, indices, data,
-            fill):
+def _node_table(offsets, seeds, scale, n_components, hashed, signed, node_col, node_val):
+    """Every node's output column and value, computed once per call rather than once per visit."""
+    for t in prange(offsets.shape[0] - 1):
+        for node in range(offsets[t + 1] - offsets[t]):
+            g = offsets[t] + node
+            v = scale[t]
+            if hashed:
+                key = _node_key(seeds[t], node)
+                node_col[g] = int(key % np.uint64(n_components))
+                if signed and (key >> _SIGN_BIT) == np.uint64(1):
+                    v = -v
+            else:
+                node_col[g] = g
+            node_val[g] = v
+
+
+@njit(cache=True)
+def _radix_sort(cols, vals, n, tmp_cols, tmp_vals, hist, digit, passes, with_vals):
+    """Stable LSD radix sort of ``cols[:n]`` (carrying ``vals``); returns True if the result is in the tmp arrays.
+
+    A row holds a few thousand columns below ``n_components``: two or three counting passes beat a comparison
+    sort by an order of magnitude there, and stability keeps the summing order of colliding values fixed.
+    """
+    mask = (1 << digit) - 1
+    n_buckets = 1 << digit
+    in_tmp = False
+    shift = 0
+    for _ in range(passes):
+        src_c, dst_c = (tmp_cols, cols) if in_tmp else (cols, tmp_cols)
+        src_v, dst_v = (tmp_vals, vals) if in_tmp else (vals, tmp_vals)
+        hist[: n_buckets + 1] = 0
+        for q in range(n):
+            hist[((src_c[q] >> shift) & mask) + 1] += 1
+        for b in range(n_buckets):
+            hist[b + 1] += hist[b]
+        for q in range(n):
+            c = src_c[q]
+            d = (c >> shift) & mask
+            p = hist[d]
+            hist[d] = p + 1
+            dst_c[p] = c
+            if with_vals:
+                dst_v[p] = src_v[q]
+        in_tmp = not in_tmp
+        shift += digit
+    return in_tmp
+
+
+@njit(parallel=True, cache=True)
+def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, left, right, node_col, node_val, mode,
+            sample_keys, leaves_only, unit, digit, passes, max_nodes, counts, indptr, indices, data, fill):
     n_trees = offsets.shape[0] - 1
     n_blocks = (m + _BLOCK - 1) // _BLOCK
     for blk in prange(n_blocks):
@@ -105,75 +154,79 @@ def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, le
         if fill:
             for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
                 width = max(width, counts[i])
-        row_cols = np.empty(width, dtype=np.int64)
-        row_vals = np.empty(width, dtype=np.float64)
+        cols = np.empty(width, dtype=np.int64)
+        vals = np.empty(width if not unit else 1, dtype=np.float64)
+        tmp_cols = np.empty(width, dtype=np.int64)
+        tmp_vals = np.empty(width if not unit else 1, dtype=np.float64)
+        hist = np.empty((1 << digit) + 1, dtype=np.int64)
         for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
             pos = 0
             for t in range(n_trees):
                 base = offsets[t]
-                k = _walk(Xb, i, base, seeds[t], feature, thr, missing_left, nominal, cats, left, right, mode,
-                          sample_keys[i], leaves_only, stack_node, stack_mass, out_node, out_mass)
-                if fill:
-                    for q in range(k):
-                        if hashed:
-                            key = _node_key(seeds[t], out_node[q])
-                            col = int(key % np.uint64(n_components))
-                            v = out_mass[q] * tree_scale[t]
-                            if signed and (key >> _SIGN_BIT) == np.uint64(1):
-                                v = -v
-                        else:
-                            col = base + out_node[q]
-                            v = out_mass[q] * tree_scale[t]
-                        row_cols[pos] = col
-                        row_vals[pos] = v
-                        pos += 1
-                else:
+                if mode == 2:
+                    # Missing values may send a sample down both branches: walk a stack.
+                    k = _walk(Xb, i, base, seeds[t], feature, thr, missing_left, nominal, cats, left, right, mode,
+                              sample_keys[i], leaves_only, stack_node, stack_mass, out_node, out_mass)
+                    if fill:
+                        for q in range(k):
+                            cols[pos + q] = node_col[base + out_node[q]]
+                            vals[pos + q] = out_mass[q] * node_val[base + out_node[q]]
                     pos += k
+                    continue
+                node = 0
+                while True:
+                    g = base + node
+                    is_leaf = left[g] < 0
+                    if fill and (is_leaf or not leaves_only):
+                        cols[pos] = node_col[g]
+                        if not unit:
+                            vals[pos] = node_val[g]
+                    if is_leaf or not leaves_only:
+                        pos += 1
+                    if is_leaf:
+                        break
+                    d = _direction(Xb[feature[g], i], g, thr, missing_left, nominal, cats, mode, sample_keys[i],
+                                   _node_key(seeds[t], node) if mode == 1 else np.uint64(0))
+                    node = left[g] if d == 0 else right[g]
             if not fill:
                 counts[i] = pos
                 continue
+            in_tmp = _radix_sort(cols, vals, pos, tmp_cols, tmp_vals, hist, digit, passes, not unit)
+            sc = tmp_cols if in_tmp else cols
+            sv = tmp_vals if in_tmp else vals
+            # Sum collisions in the stable order, so every row is canonical and the same in any run.
             start = indptr[i]
-            if unit:
-                # Every value is 1: sorting the columns alone and counting repeats is enough (and much cheaper).
-                cols = row_cols[:pos]
-                cols.sort()
-                u = -1
-                last = -1
-                for q in range(pos):
-                    c = cols[q]
-                    if c != last:
-                        u += 1
-                        indices[start + u] = c
-                        data[start + u] = 1.0
-                        last = c
-                    else:
-                        data[start + u] += 1.0
-                counts[i] = u + 1
-                continue
-            # Sort the row and sum collisions, so every row is canonical.
-            order = np.argsort(row_cols[:pos], kind="mergesort")
             u = -1
             last = -1
+            acc = 0.0
             for q in range(pos):
-                c = row_cols[order[q]]
+                c = sc[q]
                 if c != last:
+                    if u >= 0:
+                        data[start + u] = acc
                     u += 1
                     indices[start + u] = c
-                    data[start + u] = row_vals[order[q]]
+                    acc = 0.0
                     last = c
-                else:
-                    data[start + u] += row_vals[order[q]]
+                acc += 1.0 if unit else sv[q]
+            if u >= 0:
+                data[start + u] = acc
             counts[i] = u + 1
 
 
-@njit(parallel=True, cache=True)
-def _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data):
-    for i in prange(m):
+@njit(cache=True)
+def _compact(m, indptr, counts, indices, data):
+    """Close the gaps between rows in place, front to back (a row only ever moves towards the front)."""
+    dst = 0
+    for i in range(m):
         src = indptr[i]
-        dst = new_indptr[i]
-        for q in range(counts[i]):
-            out_indices[dst + q] = indices[src + q]
-            out_data[dst + q] = data[src + q]
+        indptr[i] = dst
+        if src != dst:
+            for q in range(counts[i]):
+                indices[dst + q] = indices[src + q]
+                data[dst + q] = data[src + q]
+        dst += counts[i]
+    indptr[m] = dst
 
 
 def _tree_depths(trees: Trees) -> np.ndarray:
@@ -233,9 +286,15 @@ def encode_binned(
     max_nodes = int(np.diff(trees.offsets).max()) + 1 if trees.n_trees else 1
     mode = MISSING_MODES.index(missing)
     unit = values == "binary" and mode != 2 and not signed
+    node_col = np.empty(trees.n_nodes, dtype=np.int64)
+    node_val = np.empty(trees.n_nodes, dtype=np.float64)
+    _node_table(trees.offsets, seeds.astype(np.uint64), scale.astype(np.float64), max(dim, 1), hashed, signed,
+                node_col, node_val)
+    bits = max(1, int(dim - 1).bit_length())
+    passes = -(-bits // _MAX_DIGIT)
     args = (Xb, m, trees.offsets, seeds.astype(np.uint64), trees.feature, trees.threshold, trees.missing_left,
-            trees.nominal, trees.cats, trees.left, trees.right, scale.astype(np.float64), mode, keys,
-            leaves_only, max(dim, 1), hashed, signed, max_nodes, unit)
+            trees.nominal, trees.cats, trees.left, trees.right, node_col, node_val, mode, keys, leaves_only, unit,
+            -(-bits // passes), passes, max_nodes)
     counts = np.zeros(m, dtype=np.int64)
     idx_dtype = np.int32 if dim < 2**31 else np.int64
     if mode != 2:
@@ -251,12 +310,11 @@ def encode_binned(
     data = np.empty(indptr[-1], dtype=np.float32)
     _encode(*args, counts, indptr, indices, data, True)
     if counts.sum() != indptr[-1]:
-        new_indptr = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(counts, out=new_indptr[1:])
-        out_indices = np.empty(new_indptr[-1], dtype=idx_dtype)
-        out_data = np.empty(new_indptr[-1], dtype=np.float32)
-        _compact(m, indptr, counts, indices, data, new_indptr, out_indices, out_data)
-        indptr, indices, data = new_indptr, out_indices, out_data
+        # Compacting in place and shrinking (realloc) costs one pass over memory that is already mapped, where a
+        # copy into new arrays would fault in fresh pages and briefly double the footprint.
+        _compact(m, indptr, counts, indices, data)
+        indices.resize(indptr[-1], refcheck=False)
+        data.resize(indptr[-1], refcheck=False)
     if indptr[-1] < 2**31 and idx_dtype == np.int32:
         indptr = indptr.astype(np.int32)
     out = sp.csr_matrix((data, indices, indptr), shape=(m, dim))

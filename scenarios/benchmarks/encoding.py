@@ -8,8 +8,9 @@ What it measures, all in one process so that the ratios are fair:
    indicator) on the same samples. Data: ``make_classification`` with 7 features; the stream forest
    (``trees_per_generation=30, max_depth=6, prune_threshold=0``) gets the 7 features one by one, so 7 generations
    (210 trees) are alive; both forests are trained on the first 20,000 rows. Both use the machine's cores: numba's
-   threads for ours, ``n_jobs`` = the number of CPUs for scikit-learn (the single-threaded figures are reported
-   too). Target (the issue): ours at least 3x faster than ``decision_path``.
+   threads for ours; scikit-learn runs both with ``n_jobs`` = the number of CPUs and with ``n_jobs=1`` (joblib's
+   threads often cost more than they bring here) and its faster median is the peer's figure. The single-threaded
+   figures are reported too. Target (the issue): ours at least 3x faster than ``decision_path``.
 2. **Memory** per encoded sample: bytes of ``data + indices + indptr`` over the number of rows, for both encodings
    and for scikit-learn's indicator matrix.
 3. **Delta vs re-encode.** One more feature arrives (a new generation of 30 trees); ``f.encode_delta(X, since)``
@@ -156,6 +157,7 @@ def bench_throughput(f: FeatureStreamForest, rf: RandomForestClassifier, X: np.n
         "ours_binary": lambda: f.encode(X, n_components=N_COMPONENTS, values="binary"),
         "ours_weighted": lambda: f.encode(X, n_components=N_COMPONENTS, values="weighted"),
         "sklearn_decision_path": lambda: rf.decision_path(X)[0],
+        "sklearn_decision_path_1job": lambda: one_job(rf, X),
     }
     timings = {name: Timing() for name in runs}
     out: dict[str, sp.csr_matrix] = {}
@@ -174,11 +176,23 @@ def bench_throughput(f: FeatureStreamForest, rf: RandomForestClassifier, X: np.n
             "shape": list(m.shape),
             "dtypes": {"data": str(m.data.dtype), "indices": str(m.indices.dtype), "indptr": str(m.indptr.dtype)},
         }
-    sk = timings["sklearn_decision_path"].median
+    # The peer's figure is its faster configuration: joblib's threads do not always pay off on small machines.
+    sk = min(timings["sklearn_decision_path"].median, timings["sklearn_decision_path_1job"].median)
+    result["sklearn_best_s"] = sk
     result["speedup_binary"] = sk / timings["ours_binary"].median
     result["speedup_weighted"] = sk / timings["ours_weighted"].median
     result["pass_3x"] = min(result["speedup_binary"], result["speedup_weighted"]) >= SPEEDUP_TARGET
     return result
+
+
+def one_job(rf: RandomForestClassifier, X: np.ndarray) -> sp.csr_matrix:
+    """scikit-learn's ``decision_path`` with ``n_jobs=1``."""
+    jobs = rf.n_jobs
+    rf.n_jobs = 1
+    try:
+        return rf.decision_path(X)[0]
+    finally:
+        rf.n_jobs = jobs
 
 
 def bench_single_thread(f: FeatureStreamForest, rf: RandomForestClassifier, X: np.ndarray,
@@ -214,7 +228,8 @@ def print_throughput(r: dict[str, Any], single: dict[str, Any]) -> None:
         print(f"{name:>24} | {m['median_s']:8.3f} [{m['min_s']:6.3f}] | {m['sample_trees_per_s']:19,.0f} | "
               f"{m['bytes_per_sample']:14,.0f} | {m['nnz_per_sample']:12,.1f}")
     print(f"\n   [{verdict(r['pass_3x'])}] ours is {r['speedup_binary']:.1f}x (binary) and "
-          f"{r['speedup_weighted']:.1f}x (weighted) faster than decision_path (target >= {SPEEDUP_TARGET:.0f}x)")
+          f"{r['speedup_weighted']:.1f}x (weighted) faster than decision_path's faster configuration "
+          f"({r['sklearn_best_s']:.3f} s; target >= {SPEEDUP_TARGET:.0f}x)")
     print(f"   [info] single-threaded (1 numba thread, n_jobs=1): ours "
           f"{single['ours_binary']['sample_trees_per_s']:,.0f} vs scikit-learn "
           f"{single['sklearn_decision_path']['sample_trees_per_s']:,.0f} samples x trees / s: "
