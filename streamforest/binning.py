@@ -202,3 +202,53 @@ def _transform_categories(values: np.ndarray, categories: list[Any]) -> np.ndarr
             if b is not None:
                 out[i] = b
     return out
+
+
+class RowBinner:
+    """Bins one sample of many features at once, for the per-sample path (predicting one row at a time).
+
+    Binning a row column by column costs a few numpy calls per feature; here the numeric features are binned in
+    one vectorised comparison against their edges (padded with ``inf``), and nominal ones by a dictionary lookup.
+    The bins are the ones :meth:`ColumnBinner.transform` gives.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> binners = [ColumnBinner.fit("a", np.array([1.0, 2.0, 3.0])),
+    ...            ColumnBinner.fit("c", np.array(["x", "y"], dtype=object))]
+    >>> RowBinner(binners).transform([2.6, "y"]).tolist(), RowBinner(binners).transform([None, "z"]).tolist()
+    ([2, 1], [255, 255])
+    """
+
+    def __init__(self, binners: list[ColumnBinner]) -> None:
+        self.n_features = len(binners)
+        numeric = [j for j, b in enumerate(binners) if not b.is_nominal]
+        self.numeric = np.array(numeric, dtype=np.int64)
+        width = max([len(binners[j].edges) for j in numeric], default=0)
+        self.edges = np.full((len(numeric), max(width, 1)), np.inf)
+        for r, j in enumerate(numeric):
+            self.edges[r, : len(binners[j].edges)] = binners[j].edges
+        self.nominal = [(j, {c: i for i, c in enumerate(binners[j].categories)}) for j, b in enumerate(binners)
+                        if b.is_nominal]
+
+    def transform(self, values: list[Any]) -> np.ndarray | None:
+        """The bins (``uint8``, shape ``(n_features,)``) of one value per feature, in the binners' order.
+
+        Returns ``None`` when a numeric value is neither a number nor missing, or is infinite: the column path
+        (:meth:`ColumnBinner.transform`) then raises with its message.
+        """
+        out = np.empty(self.n_features, dtype=np.uint8)
+        if self.numeric.size:
+            try:
+                x = np.array([values[j] for j in self.numeric.tolist()], dtype=np.float64)
+            except (TypeError, ValueError):
+                return None
+            if np.isinf(x).any():
+                return None
+            bins = (self.edges < x[:, None]).sum(axis=1).astype(np.uint8)
+            bins[np.isnan(x)] = MISSING_BIN
+            out[self.numeric] = bins
+        for j, lookup in self.nominal:
+            v = values[j]
+            out[j] = MISSING_BIN if _is_missing(v) else lookup.get(_category_key(v), MISSING_BIN)
+        return out

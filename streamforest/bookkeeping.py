@@ -52,19 +52,48 @@ class WeightLedger:
             self.log_scale += math.log(top)
             self.v /= top
 
+    def _closing_weight(self, n_old: int, forced_use: float, old_use: np.ndarray) -> float:
+        """Log weight that makes a feature used ``forced_use`` times as used as the mean of the ``n_old`` first."""
+        mean_old_v = float(np.mean(self.v[:n_old]))
+        denom = float(forced_use - np.mean(old_use))
+        if denom <= 0:
+            # Every feature was used as often as the forced one: no weight can close the gap, so the
+            # generation is weighted as if the old features had not been used at all.
+            denom = float(forced_use)
+        return self.log_scale + math.log(mean_old_v) - math.log(denom)
+
     def challenger(self, use: np.ndarray) -> float:
         """Log weight of a generation whose forced feature is the last of ``use`` (per-feature tree counts)."""
         use = np.asarray(use, dtype=np.float64)
         if use.size == 1 or not self.v[: use.size - 1].any():
             log_w = 0.0 if use.size == 1 else self.log_scale
         else:
-            mean_old_v = float(np.mean(self.v[: use.size - 1]))
-            denom = float(use[-1] - np.mean(use[:-1]))
-            if denom <= 0:
-                # Every feature was used as often as the new one: no weight can close the gap, so the
-                # generation is weighted as if the old features had not been used at all.
-                denom = float(use[-1])
-            log_w = self.log_scale + math.log(mean_old_v) - math.log(denom)
+            log_w = self._closing_weight(use.size - 1, float(use[-1]), use[:-1])
+        self._add(log_w, use)
+        return log_w
+
+    def refresh(self, use: np.ndarray, n_trees: int) -> float:
+        """Log weight of a generation of ``n_trees`` trees with no forced feature, grown on new samples.
+
+        It is weighted like a challenger whose forced "feature" is the fresh training set, used by every tree and
+        not itself a column: ``w = mean(V) / (n_trees - mean(u))``. Since every feature joins such a generation
+        with the same probability, any weight keeps the expected virtual use balanced; this one makes successive
+        refreshes (and the feature arrivals between them) gain about ``1 / (1 - mtry)`` each, so that older
+        generations decay geometrically and get pruned, and a later :meth:`challenger` weight stays on the same
+        scale. With an empty ledger the weight is the current scale.
+
+        Examples
+        --------
+        >>> ledger = WeightLedger()
+        >>> _ = ledger.uniform(np.array([6.0, 6.0, 6.0]))   # an offline generation of 9 trees, 2/3 of the features
+        >>> round(math.exp(ledger.refresh(np.array([6.0, 6.0, 6.0]), n_trees=9)), 6)   # 6 / (9 - 6)
+        2.0
+        """
+        use = np.asarray(use, dtype=np.float64)
+        if not self.v[: use.size].any():
+            log_w = self.log_scale
+        else:
+            log_w = self._closing_weight(use.size, float(n_trees), use)
         self._add(log_w, use)
         return log_w
 

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from streamforest import encoding, sampling
 from streamforest._random import derive_seed
-from streamforest.binning import ColumnBinner
+from streamforest.binning import ColumnBinner, RowBinner
 from streamforest.bookkeeping import WeightLedger, shares
 from streamforest.columns import ColumnStore
 from streamforest.metrics import log_loss, r2, roc_auc
@@ -21,6 +21,8 @@ from streamforest.tree import route
 from streamforest.tree.model import Trees, concat, grow
 
 POLICIES = ("challenger", "baseline")
+#: One value of a one-row mapping (what the per-sample prediction path bins without building columns).
+_SCALARS = (int, float, str, bool, np.generic, type(None))
 #: How many model versions back :meth:`FeatureStreamForest.encode_delta` can reach.
 DELTA_WINDOW = 16
 TASKS = ("classification", "regression")
@@ -38,6 +40,9 @@ class Generation:
     subspaces: list[np.ndarray]
     seeds: np.ndarray
     born: int = 0  # the model version in which these trees became alive
+    # Whether the out-of-bag sums hold this generation's votes: only trees grown on the current training samples
+    # can say which of them they did not see (set_samples replaces the samples under older trees).
+    in_oob: bool = True
     _importance: np.ndarray | None = None
 
     @property
@@ -269,6 +274,7 @@ class FeatureStreamForest:
         self._oob_sum = np.zeros((0, 0))
         self._oob_count = np.zeros(0)
         self._oob_log_ref = 0.0
+        self._row_binner: tuple[list[ColumnBinner], int, RowBinner] | None = None
 
     @property
     def _n_classes(self) -> int:
@@ -368,18 +374,33 @@ class FeatureStreamForest:
         unknown = [k for k in names if k not in known]
         if unknown:
             raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
-        missing = [k for k in self.feature_names_ if k not in set(names)]
+        given = set(names)
+        missing = [k for k in self.feature_names_ if k not in given]
         if missing:
             raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
+        by_name = {str(k): k for k in X.keys()}
+        row = [X[by_name[name]] for name in self.feature_names_]
+        if all(isinstance(v, _SCALARS) for v in row):
+            bins = self._bin_row(row)
+            if bins is not None:
+                return bins[:, None]
         lengths = {np.asarray(X[k]).shape[0] if np.ndim(X[k]) else 1 for k in X.keys()}
         if len(lengths) != 1:
             raise ValueError(f"{what}: columns differ in length ({sorted(lengths)})")
         m = lengths.pop()
         out = np.empty((self.n_features_in_, m), dtype=np.uint8)
-        by_name = {str(k): k for k in X.keys()}
         for j, (name, b) in enumerate(zip(self.feature_names_, self._binners, strict=True)):
             out[j] = b.transform(np.atleast_1d(np.asarray(X[by_name[name]])))
         return out
+
+    def _bin_row(self, row: list[Any]) -> np.ndarray | None:
+        """Bins of one sample given as one scalar per feature (arrival order); None if it needs the column path."""
+        cached = self._row_binner
+        # Binners are only ever appended to (or the list replaced, by fit and load): the list and its length
+        # identify what the cached row binner was built from.
+        if cached is None or cached[0] is not self._binners or cached[1] != len(self._binners):
+            cached = self._row_binner = (self._binners, len(self._binners), RowBinner(self._binners))
+        return cached[2].transform(row)
 
     # ------------------------------------------------------------------ growing
 
@@ -549,6 +570,7 @@ class FeatureStreamForest:
                 id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
                 subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
                 seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=self.model_version_ + 1,
+                in_oob=a.in_oob and b.in_oob,
             )
             self._bury(a)
             self._bury(b)
@@ -571,7 +593,7 @@ class FeatureStreamForest:
 
     def _oob_apply(self, gen: Generation, sign: float) -> None:
         """Add (sign +1) or remove (-1) a generation's out-of-bag votes, kept relative to a reference weight."""
-        if not self.oob_score:
+        if not self.oob_score or not gen.in_oob:
             return
         votes, counts = route.out_of_bag(
             gen.trees, self._store.data, self._store.n_samples, self._y_cls, self._n_classes, gen.seeds
@@ -609,6 +631,7 @@ class FeatureStreamForest:
         self._oob_count = np.zeros(self.n_samples_)
         self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
         for g in self._generations:
+            g.in_oob = True
             self._oob_apply(g, +1.0)
 
     # ------------------------------------------------------------------ more samples, offline fit
@@ -635,6 +658,115 @@ class FeatureStreamForest:
         self._graveyard = []
         self._bump_version()
         self._delta_floor = self.model_version_
+
+    def set_samples(self, X: Any, y: Any) -> None:
+        """Replace the training samples: later generations grow on these; alive generations keep their trees.
+
+        This is how the forest follows a moving window of samples (:mod:`streamforest.connectors.river`): the
+        window's current samples go in, then :meth:`refresh` or :meth:`add_feature` grows a generation on them,
+        and the bookkeeping weights let the older generations, grown on older samples, fade out and be pruned.
+
+        Parameters
+        ----------
+        X
+            Values of every known feature, binned with the bins learned when each feature arrived: a mapping name ->
+            column, or a 2-D array with the features in arrival order (NaN or None = missing). The number of
+            samples may differ from the current one.
+        y
+            One label per sample; under classification, only classes the forest already knows.
+
+        Notes
+        -----
+        The trees alive were grown on other samples, so their out-of-bag state means nothing for these: it is
+        reset. Out-of-bag scores (in the reports of :meth:`refresh` and :meth:`add_feature`) afterwards count only
+        the generations grown on the current samples, and are ``None`` until one is. The model version goes up
+        and, as after :meth:`add_samples`, encodings made before are re-encoded rather than patched by
+        :meth:`encode_delta`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(600, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=5, random_state=0).fit(X[:300], y[:300])
+        >>> f.set_samples(X[300:], y[300:])
+        >>> f.n_samples_, f.n_trees_, f.refresh().oob_after > 0.9
+        (300, 5, True)
+        """
+        if self._store is None:
+            raise ValueError("set_samples needs at least one feature first (call add_feature with y, or fit)")
+        Xb = np.ascontiguousarray(self._bin_inputs(X, "X"))
+        y = np.asarray(y)
+        if y.ndim != 1 or y.shape[0] != Xb.shape[1]:
+            raise ValueError(f"y must be 1-D with one label per sample ({Xb.shape[1]}), got shape {y.shape}")
+        if y.size == 0:
+            raise ValueError("set_samples needs at least one sample")
+        codes, yr = self._encode_labels(y)
+        self._store = ColumnStore.from_array(Xb)
+        self._y_cls, self._y_reg = codes, yr
+        for g in self._generations:
+            g.in_oob = False
+        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
+        self._oob_count = np.zeros(self.n_samples_)
+        self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        self._graveyard = []
+        self._bump_version()
+        self._delta_floor = self.model_version_
+
+    def refresh(self) -> FeatureReport:
+        """Grow a generation with no forced feature on the current samples, so that the forest follows them.
+
+        Its trees use uniformly sampled subspaces (each feature with probability ``max_features``, as in
+        :meth:`fit`). Under the ``"challenger"`` policy it is weighted like a challenger whose forced "feature" is
+        the fresh training set (:meth:`streamforest.bookkeeping.WeightLedger.refresh`): about ``1 / (1 - mtry)``
+        times the newest generation, so older generations decay geometrically and get pruned, while every feature
+        gains the same expected weighted use and a later :meth:`add_feature` is weighted on the same scale. Under
+        ``"baseline"`` all generations weigh the same. Pruning and the ``max_generations`` budget apply as in
+        :meth:`add_feature`.
+
+        Returns
+        -------
+        FeatureReport
+            With ``feature == ""`` and ``importance == 0``; the out-of-bag scores before and after (see
+            :meth:`set_samples` for which generations they count).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(300, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=6, random_state=0).fit(X, y)
+        >>> r = f.refresh()
+        >>> r.feature, r.generation, [g["forced"] for g in f.generations_], round(r.weight_share, 1)   # about 2/3
+        ('', 1, [[], []], 0.7)
+        """
+        import time
+
+        start = time.perf_counter()
+        self._check_fitted()
+        before = self._oob_value()
+        gen_id = self._next_generation
+        self._next_generation += 1
+        d = self.n_features_in_
+        rng = np.random.default_rng(derive_seed(self._seed, gen_id, 0xFEA7))
+        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
+        masks = sampling.uniform(rng, self.trees_per_generation, d, k / d)
+        use = masks.sum(axis=0).astype(np.float64)
+        if self.policy == "challenger":
+            log_w = self._ledger.refresh(use, self.trees_per_generation)
+        else:
+            log_w = self._ledger.uniform(use)
+        self._add_generation(gen_id, [], log_w, sampling.masks_to_subspaces(masks))
+        gen = self._generations[-1]
+        pruned = self._prune()
+        merged = self._enforce_budget()
+        share = dict((g["id"], g["weight_share"]) for g in self.generations_)[gen.id]
+        self._bump_version()
+        return FeatureReport(
+            feature="", generation=gen_id, log_weight=log_w, weight_share=share, n_trees=gen.n_trees,
+            pruned=pruned, merged=merged, importance=0.0, oob_metric=self._oob_metric_name(),
+            oob_before=before, oob_after=self._oob_value(), seconds=time.perf_counter() - start,
+        )
 
     def fit(self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> FeatureStreamForest:
         """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""

@@ -37,7 +37,8 @@ def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays[f"{prefix}subspaces"] = (
             np.concatenate(g.subspaces) if g.subspaces else np.zeros(0, dtype=np.int64)
         ).astype(np.int64)
-        gens.append({"id": g.id, "forced": g.forced, "log_weight": g.log_weight, "born": g.born})
+        gens.append({"id": g.id, "forced": g.forced, "log_weight": g.log_weight, "born": g.born,
+                     "in_oob": g.in_oob})
     if forest._store is not None:
         arrays["columns"] = np.ascontiguousarray(forest._store.view())
     arrays["y_cls"] = forest._y_cls
@@ -92,7 +93,7 @@ def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
         forest._generations.append(
             Generation(int(g["id"]), list(g["forced"]), float(g["log_weight"]), trees,
                        [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]),
-                       born=int(g["born"]))
+                       born=int(g["born"]), in_oob=bool(g.get("in_oob", True)))
         )
     return forest
 

@@ -32,31 +32,58 @@ def leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
     return node
 
 
+#: Batches with fewer samples than this are routed by a serial kernel. A parallel region waits for every worker
+#: thread, so on a loaded machine one sample could wait milliseconds for a thread to be scheduled; a single sample
+#: through a few hundred trees takes microseconds on one core.
+SERIAL_BELOW = 16
+
+
+@njit(inline="always")
+def _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out):
+    for t in range(offsets.shape[0] - 1):
+        base = offsets[t]
+        leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+        wt = tree_w[t]
+        for k in range(value.shape[1]):
+            out[i, k] += wt * value[base + leaf, k]
+
+
 @njit(parallel=True, cache=True)
 def _weighted_values(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out):
-    n_trees = offsets.shape[0] - 1
-    n_out = value.shape[1]
     for i in prange(m):
-        for t in range(n_trees):
-            base = offsets[t]
-            leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
-            wt = tree_w[t]
-            for k in range(n_out):
-                out[i, k] += wt * value[base + leaf, k]
+        _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out)
+
+
+@njit(cache=True)
+def _weighted_values_serial(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w,
+                            out):
+    for i in range(m):
+        _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out)
+
+
+@njit(inline="always")
+def _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
+    for t in range(offsets.shape[0] - 1):
+        out[i, t] = leaf_of(Xb, i, offsets[t], feature, thr, missing_left, nominal, cats, left, right)
 
 
 @njit(parallel=True, cache=True)
 def _leaves(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
-    n_trees = offsets.shape[0] - 1
     for i in prange(m):
-        for t in range(n_trees):
-            out[i, t] = leaf_of(Xb, i, offsets[t], feature, thr, missing_left, nominal, cats, left, right)
+        _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out)
+
+
+@njit(cache=True)
+def _leaves_serial(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
+    for i in range(m):
+        _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out)
 
 
 def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
     """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
-    _weighted_values(
+    kernel = _weighted_values_serial if n_samples < SERIAL_BELOW else _weighted_values
+    kernel(
         Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
         trees.cats, trees.left, trees.right, trees.value, np.ascontiguousarray(tree_weights, dtype=np.float64), out,
     )
@@ -66,7 +93,8 @@ def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: 
 def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
     """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
     out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
-    _leaves(
+    kernel = _leaves_serial if n_samples < SERIAL_BELOW else _leaves
+    kernel(
         Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
         trees.cats, trees.left, trees.right, out,
     )
