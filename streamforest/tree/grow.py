@@ -19,6 +19,12 @@ from streamforest._random import next_below
 MISSING = 255
 LEAF = -1
 
+# Index of a 64-bit word's lowest set bit: isolate the bit, multiply by a de Bruijn sequence, read the top six bits.
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BIT_INDEX = np.zeros(64, dtype=np.int64)
+for _i in range(64):
+    _BIT_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
 
 @njit(cache=True)
 def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, state: np.ndarray) -> np.ndarray:
@@ -103,7 +109,7 @@ def _grow_one(
     h = np.zeros((256, n_stats), dtype=np.float64)
     hc = np.zeros((256, n_stats), dtype=np.float64)  # statistics of the bins present in the node, in bin order
     cb = np.empty(256, dtype=np.int64)  # their bin ids
-    sbin = np.empty(max(m, 1), dtype=np.int64)
+    seen = np.zeros(4, dtype=np.uint64)  # bitmap of the bins touched in the current histogram
     parent = np.zeros(n_stats, dtype=np.float64)
     left = np.zeros(n_stats, dtype=np.float64)
     right = np.zeros(n_stats, dtype=np.float64)
@@ -187,52 +193,71 @@ def _grow_one(
         for cj in range(n_cand):
             j = cand[cj]
             f = feats[j]
-            nb = n_bins[f]
+            # Histogram of the node's samples over this feature's bins; a bitmap of the bins touched lists them in
+            # order afterwards, so neither clearing nor scanning costs the (up to 255) bins a small node never sees.
+            miss[:] = 0.0
+            for ii in range(start, end):
+                s = idx[ii]
+                b = Xb[f, s]
+                if b == MISSING:
+                    if is_reg:
+                        miss[0] += w[s]
+                        miss[1] += w[s] * y_reg[s]
+                    else:
+                        miss[y_cls[s]] += w[s]
+                    continue
+                seen[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+                if is_reg:
+                    h[b, 0] += w[s]
+                    h[b, 1] += w[s] * y_reg[s]
+                else:
+                    h[b, y_cls[s]] += w[s]
             n_present = 0
-            if 4 * (end - start) < nb:
-                # A node with far fewer samples than bins: sort its samples by bin rather than clear and scan a
-                # histogram of mostly empty bins (deep trees are mostly such nodes).
-                for ii in range(start, end):
-                    sbin[ii - start] = Xb[f, idx[ii]]
-                order = np.argsort(sbin[: end - start], kind="mergesort")
-                miss[:] = 0.0
-                last = -1
-                for q in range(end - start):
-                    s = idx[start + order[q]]
-                    b = sbin[order[q]]
-                    if b == MISSING:
-                        row = miss
-                    else:
-                        if b != last:
-                            cb[n_present] = b
-                            hc[n_present, :] = 0.0
-                            n_present += 1
-                            last = b
-                        row = hc[n_present - 1]
-                    if is_reg:
-                        row[0] += w[s]
-                        row[1] += w[s] * y_reg[s]
-                    else:
-                        row[y_cls[s]] += w[s]
-            else:
-                h[:nb, :] = 0.0
-                h[MISSING, :] = 0.0
-                for ii in range(start, end):
-                    s = idx[ii]
-                    b = Xb[f, s]
-                    if is_reg:
-                        h[b, 0] += w[s]
-                        h[b, 1] += w[s] * y_reg[s]
-                    else:
-                        h[b, y_cls[s]] += w[s]
-                for b in range(nb):
-                    if _weight(h[b], is_reg) > 0:
-                        cb[n_present] = b
-                        hc[n_present, :] = h[b]
-                        n_present += 1
-                for k in range(n_stats):
-                    miss[k] = h[MISSING, k]
+            for word in range(4):
+                bits = seen[word]
+                while bits != np.uint64(0):
+                    low = bits & (~bits + np.uint64(1))
+                    b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+                    cb[n_present] = b
+                    hc[n_present, :] = h[b]
+                    h[b, :] = 0.0
+                    n_present += 1
+                    bits ^= low
+                seen[word] = np.uint64(0)
             nominal = is_nominal[f]
+            if not nominal and n_stats == 2 and _weight(miss, is_reg) == 0:
+                # The common case (binary classification or regression, numeric, nothing missing in the node), in
+                # scalars: the general scan below computes exactly the same scores, but its per-bin loops over
+                # statistics and missing-value sides make it several times slower, and this loop is the hot spot.
+                l0 = 0.0
+                l1 = 0.0
+                p0 = parent[0]
+                p1 = parent[1]
+                for q in range(n_present - 1):
+                    l0 += hc[q, 0]
+                    l1 += hc[q, 1]
+                    r0 = p0 - l0
+                    r1 = p1 - l1
+                    if is_reg:
+                        wl = l0
+                        wr = r0
+                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                            continue
+                        score = l1 * l1 / wl + r1 * r1 / wr
+                    else:
+                        wl = l0 + l1
+                        wr = r0 + r1
+                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                            continue
+                        score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
+                    gain = score - parent_score
+                    if gain > best_gain:
+                        best_gain = gain
+                        best_j = j
+                        best_nominal = False
+                        best_missleft = wl >= wr
+                        best_thr = cb[q]
+                continue
             # Missing values, and in a nominal column the categories too rare in this node to be placed on their
             # own evidence, form one pool that follows the split's default side (as unseen categories will).
             n_rare = 0
