@@ -1,0 +1,15 @@
+"""River adapter: the forest of a stream of features inside River pipelines, where new keys appear mid-stream.
+
+* :class:`ForestClassifier` — a River classifier (binary and multiclass);
+* :class:`ForestEncoder` — a supervised transformer whose ``transform_one`` is the hashed tree encoding of ``x``;
+* :func:`iter_encodings` — the engine's ``encoding`` records joined with labels, as ``(x, y)`` for any River model.
+
+Install with the ``river`` extra (``pip install streamforest[river]``).
+"""
+
+from __future__ import annotations
+
+from .classifier import ForestClassifier
+from .encoder import ForestEncoder
+
+__all__ = ["ForestClassifier", "ForestEncoder"]

@@ -1,0 +1,159 @@
+"""ForestClassifier: the forest of a stream of features as a River classifier."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+from river import base
+
+from streamforest import FeatureStreamForest
+
+from .driver import ForestDriver, check_params
+
+
+class ForestClassifier(base.Classifier):
+    """A :class:`~streamforest.FeatureStreamForest` grown on a window of recent samples, where new keys become features.
+
+    Binary and multiclass. How the sample stream drives the forest:
+
+    * every labelled sample goes into a bounded window of the last ``window_size`` (numpy columns, one per key;
+      a sample that lacks a key holds a missing value there);
+    * before ``grace_period`` samples (and while a single class has been seen) there is no forest, and
+      ``predict_proba_one`` returns the label prior seen so far (an empty dict before any label);
+    * at ``grace_period`` samples the first forest is grown on the window, with the keys present in at least
+      ``min_key_count`` of its samples (one generation, :meth:`FeatureStreamForest.fit`);
+    * a key not yet in the forest that comes to be present in ``min_key_count`` samples of the window arrives as a
+      feature: a *generation* of trees forced to use it is grown on the window (older samples lacking it hold
+      missing values);
+    * every ``refresh_every`` samples without such growth (sooner while the window fills: once it holds a quarter
+      more samples than at the last growth), a generation is grown on the current window, so that the model
+      follows drift;
+    * a class the forest has never seen restarts it on the window.
+
+    Every generation's weight comes from the bookkeeping of weighted feature use (Motl & Kordík, 2019): each new
+    generation outweighs the newest before it, by about ``1 / (1 - max_features)`` when trees see a share
+    ``max_features < 1`` of the features, and by about 2 when they see them all (the default, with
+    ``split_features`` drawn at each split as in a classic random forest). Old generations thus fade, are pruned
+    when their share falls under ``prune_threshold``, and at most ``max_generations`` stay alive: memory and
+    prediction cost stay bounded however long the stream.
+
+    Growing, routing and binning run in numba: ``learn_one`` between growths only writes one slot of the window,
+    and ``predict_proba_one`` bins one row and routes it through the alive trees. The order of a sample's keys does
+    not matter (keys seen for the first time are taken in sorted order); ``x`` is never modified. A key whose first
+    value is a string is nominal (its categories are those of the window when it became a feature), otherwise
+    numeric; ``None`` (or NaN) is a missing value.
+
+    Parameters
+    ----------
+    window_size
+        How many of the latest labelled samples the forest trains on.
+    grace_period
+        Samples seen before the first forest is grown.
+    refresh_every
+        Samples between two generations grown on the window without a new key (``None``: never).
+    min_key_count
+        Samples of the window that must hold a key before it becomes a feature.
+    trees_per_generation
+        Trees grown per generation.
+    max_features
+        Expected share (float) or count (int) of the features in each tree's subspace.
+    split_features
+        Share of a tree's subspace drawn anew at each split (``None``: all of it).
+    max_depth
+        Depth limit of the trees (``None``: unlimited).
+    min_samples_leaf
+        Least (bootstrap-weighted) number of samples in a leaf.
+    max_generations
+        Budget of alive generations (past it the two oldest are merged).
+    prune_threshold
+        Generations whose weight share falls under this are dropped.
+    seed
+        Random seed: the same seed and stream give the same predictions.
+
+    Attributes
+    ----------
+    forest
+        The :class:`~streamforest.FeatureStreamForest` (``None`` before the first one is grown). Its
+        ``generations_`` list the alive generations, with the feature each was forced to use.
+    feature_importances
+        Importance of every key in the forest.
+
+    Examples
+    --------
+    >>> from river import datasets, evaluate, metrics
+    >>> from streamforest.connectors.river import ForestClassifier
+    >>> model = ForestClassifier(seed=42)
+    >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.ROCAUC())
+    ROCAUC: 96.34%
+    >>> len(model.forest.generations_) <= model.max_generations
+    True
+
+    A key that appears mid-stream (here from the 600th sample on) gets its own generation once ``min_key_count``
+    samples of the window hold it:
+
+    >>> model = ForestClassifier(seed=42)
+    >>> for i, (x, y) in enumerate(datasets.Phishing().take(650)):
+    ...     model.learn_one({k: v for k, v in x.items() if i >= 600 or k != "is_popular"}, y)
+    >>> [g["forced"] for g in model.forest.generations_ if g["forced"]]
+    [['is_popular']]
+    """
+
+    def __init__(
+        self,
+        window_size: int = 2000,
+        grace_period: int = 50,
+        refresh_every: int | None = 100,
+        min_key_count: int = 20,
+        trees_per_generation: int = 30,
+        max_features: float | int = 1.0,
+        split_features: float | None = 0.5,
+        max_depth: int | None = 16,
+        min_samples_leaf: float = 3,
+        max_generations: int | None = 8,
+        prune_threshold: float = 0.01,
+        seed: int | None = None,
+    ) -> None:
+        self.window_size = window_size
+        self.grace_period = grace_period
+        self.refresh_every = refresh_every
+        self.min_key_count = min_key_count
+        self.trees_per_generation = trees_per_generation
+        self.max_features = max_features
+        self.split_features = split_features
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.max_generations = max_generations
+        self.prune_threshold = prune_threshold
+        self.seed = seed
+        params = self._get_params()
+        check_params(params)
+        self._driver = ForestDriver(params, task="classification")
+
+    @property
+    def _multiclass(self) -> bool:
+        return True
+
+    @property
+    def forest(self) -> FeatureStreamForest | None:
+        return self._driver.forest
+
+    @property
+    def feature_importances(self) -> dict[Hashable, float]:
+        """Impurity-decrease importance of every key in the forest (sums to 1; empty before the forest)."""
+        return self._driver.feature_importances
+
+    def learn_one(self, x: dict[Hashable, Any], y: base.typing.ClfTarget) -> None:
+        self._driver.learn(x, y)
+
+    def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[base.typing.ClfTarget, float]:
+        return self._driver.predict_proba(x)
+
+    @classmethod
+    def _unit_test_params(cls) -> Iterator[dict[str, Any]]:
+        # Small enough for River's checks (a few hundred samples each), large enough to grow every kind of
+        # generation within them: the first forest, refreshes and keys arriving late.
+        yield {"window_size": 100, "grace_period": 20, "refresh_every": 25, "min_key_count": 5,
+               "trees_per_generation": 5, "max_depth": 6}
+        yield {"window_size": 50, "grace_period": 5, "refresh_every": None, "min_key_count": 1,
+               "trees_per_generation": 3, "max_generations": 2, "seed": 1}

@@ -1,0 +1,249 @@
+"""How a stream of samples drives a :class:`~streamforest.FeatureStreamForest`; shared by the River estimators.
+
+The forest of the library learns from a stream of *features* over known samples. A River stream brings samples one
+at a time, and new keys among them. The driver turns the one into the other:
+
+1. every labelled sample goes into a bounded window (:class:`~.window.SampleWindow`) of the last ``window_size``;
+2. before ``grace_period`` samples (or while only one class has been seen) there is no forest: a classifier
+   predicts the label prior, an encoder returns an empty encoding;
+3. at ``grace_period`` samples the first forest is grown on the window (:meth:`FeatureStreamForest.fit`, one
+   generation) with every key present in at least ``min_key_count`` of its samples;
+4. a key not in the forest that comes to be present in ``min_key_count`` samples of the window arrives as a feature:
+   the training set becomes the window (:meth:`FeatureStreamForest.set_samples`) and a generation forced to use the
+   key is grown (:meth:`FeatureStreamForest.add_feature`); older samples that lack it hold missing values;
+5. every ``refresh_every`` samples without such growth (sooner while the window fills: once it holds a quarter
+   more samples than at the last growth), the training set becomes the window and a generation with no forced
+   feature is grown on it (:meth:`FeatureStreamForest.refresh`), weighted so that older generations decay
+   geometrically: the model follows drift, pruning and ``max_generations`` keep it bounded;
+6. a class never seen by the forest restarts it on the window (the trees' outputs have one column per class).
+
+Everything heavy (growing, routing, encoding) runs in the library's numba kernels; a ``learn_one`` between growths
+only writes one slot of the window, and one ``predict_proba_one`` bins one row and routes it through the trees.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+
+from streamforest import FeatureStreamForest
+from streamforest._random import derive_seed
+
+from .window import SampleWindow
+
+#: While the window fills, a refresh also comes once it holds this share more samples than at the last growth.
+FILLING_GROWTH = 0.25
+#: Parameters passed through to :class:`~streamforest.FeatureStreamForest` (same names, same meaning).
+FOREST_PARAMS = ("trees_per_generation", "max_features", "split_features", "max_depth", "min_samples_leaf",
+                 "max_generations", "prune_threshold")
+
+
+def check_params(params: Mapping[str, Any]) -> None:
+    """Refuse bad parameters with a ``ValueError`` that names them."""
+    for name in ("window_size", "grace_period", "min_key_count"):
+        v = params[name]
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    v = params["refresh_every"]
+    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+        raise ValueError(f"refresh_every must be a positive integer or None, got {v!r}")
+    if params["seed"] is not None and (isinstance(params["seed"], bool) or not isinstance(params["seed"], int)):
+        raise ValueError(f"seed must be an integer or None, got {params['seed']!r}")
+    try:
+        FeatureStreamForest(**{k: params[k] for k in FOREST_PARAMS})
+    except (TypeError, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _feature_name(key: Hashable, taken: set[str]) -> str:
+    """A forest feature name for a River key: the key itself when it is a string, its repr otherwise."""
+    name = key if isinstance(key, str) and key else repr(key)
+    while name in taken:  # 1 and "1" are different keys
+        name += "'"
+    return name
+
+
+class ForestDriver:
+    """The window, the forest and the schedule that links them (see the module docstring).
+
+    ``task`` is ``"classification"``, ``"regression"`` or ``"auto"`` (decided by the first label: a float makes it
+    regression). ``params`` hold the estimator's parameters (``window_size``, ``grace_period``, ``refresh_every``,
+    ``min_key_count``, ``seed`` and :data:`FOREST_PARAMS`).
+    """
+
+    def __init__(self, params: Mapping[str, Any], task: str = "classification") -> None:
+        self.params = dict(params)
+        self.task = task
+        self.window: SampleWindow | None = None
+        self.forest: FeatureStreamForest | None = None
+        self.labels: list[Hashable] = []  # classification: the labels seen, in order of first sight (code = index)
+        self._codes: dict[Hashable, int] = {}
+        self._label_counts: list[int] = []
+        self._in_forest = np.zeros(0, dtype=np.bool_)
+        self._pending = np.zeros(0, dtype=np.int64)  # keys of the window not in the forest
+        self._forest_keys: list[tuple[Hashable, str]] = []  # (River key, feature name), in the forest's order
+        self._classes: list[Hashable] = []  # the label of each column of the forest's probabilities
+        self._forest_codes: set[int] = set()
+        self._last_growth = 0
+        self._n_starts = 0
+
+    # ------------------------------------------------------------------ learning
+
+    @property
+    def regression(self) -> bool:
+        return self.task == "regression"
+
+    def learn(self, x: Mapping[Hashable, Any], y: Any) -> None:
+        """One labelled sample: into the window, then whatever growth the schedule calls for."""
+        task = self.task
+        if task == "auto":
+            # Classes are strings, booleans and integers; a float target is a regression target.
+            task = "regression" if isinstance(y, (float, np.floating)) else "classification"
+        if task == "regression":
+            target: float | int = float(y)
+            if not math.isfinite(target):
+                raise ValueError(f"regression targets must be finite numbers, got {y!r}")
+        else:
+            target = self._codes.get(y, len(self.labels))
+        window = self.window if self.window is not None else SampleWindow(
+            self.params["window_size"], regression=task == "regression")
+        added = window.add(x, target)  # may refuse x: nothing has changed until it accepts it
+        self.task, self.window = task, window
+        if task == "classification":
+            if target == len(self.labels):
+                self._codes[y] = target
+                self.labels.append(y)
+                self._label_counts.append(0)
+            self._label_counts[target] += 1
+        if added:
+            self._in_forest = np.concatenate([self._in_forest, np.zeros(len(added), dtype=np.bool_)])
+            self._pending = np.concatenate([self._pending, np.asarray(added, dtype=np.int64)])
+        self._schedule(target)
+
+    def _schedule(self, target: float | int) -> None:
+        w = self.window
+        if self.forest is None:
+            if w.n_seen >= self.params["grace_period"]:
+                self._start()
+            return
+        if not self.regression and target not in self._forest_codes:
+            self._start()
+            return
+        if self._pending.size:
+            ready = self._pending[w.count[self._pending] >= self.params["min_key_count"]]
+            if ready.size:
+                self._add_keys(ready)
+                return
+        every = self.params["refresh_every"]
+        if every is not None:
+            # While the window fills, a forest is stale long before refresh_every samples: a quarter more data.
+            every = min(every, max(1, int(len(w) * FILLING_GROWTH)))
+        if every is not None and w.n_seen - self._last_growth >= every:
+            self._set_samples()
+            self.forest.refresh()
+            self._last_growth = w.n_seen
+
+    def _new_forest(self) -> FeatureStreamForest:
+        seed = self.params["seed"]
+        # A restart (a new class) grows a new forest: its own seed, still determined by the estimator's.
+        random_state = None if seed is None else derive_seed(seed, self._n_starts)
+        self._n_starts += 1
+        return FeatureStreamForest(
+            **{k: self.params[k] for k in FOREST_PARAMS}, task="regression" if self.regression else "classification",
+            oob_score=False, random_state=random_state,
+        )
+
+    def _start(self) -> None:
+        """The first forest (or a restart): one generation on the window, with the keys present often enough."""
+        w = self.window
+        order = w.order()
+        y = w.labels(order)
+        if not self.regression and np.unique(y).size < 2:
+            return
+        threshold = min(self.params["min_key_count"], len(w))
+        keys = [j for j in range(w.n_keys) if w.count[j] >= threshold]
+        if not keys:
+            return
+        taken: set[str] = set()
+        self._forest_keys = []
+        columns = {}
+        for j in keys:
+            name = _feature_name(w.keys[j], taken)
+            taken.add(name)
+            self._forest_keys.append((w.keys[j], name))
+            columns[name] = w.column(j, order)
+        forest = self._new_forest()
+        forest.fit(columns, y, kinds={name: "nominal" for j, (_, name) in zip(keys, self._forest_keys, strict=True)
+                                      if w.nominal[j]})
+        self.forest = forest
+        self._in_forest = np.zeros(w.n_keys, dtype=np.bool_)
+        self._in_forest[keys] = True
+        self._pending = np.flatnonzero(~self._in_forest)
+        self._set_classes()
+        self._last_growth = w.n_seen
+
+    def _set_classes(self) -> None:
+        if self.regression:
+            return
+        self._forest_codes = {int(c) for c in self.forest.classes_.tolist()}
+        self._classes = [self.labels[int(c)] for c in self.forest.classes_.tolist()]
+
+    def _set_samples(self) -> None:
+        w = self.window
+        order = w.order()
+        columns = {name: w.column(w.index[key], order) for key, name in self._forest_keys}
+        self.forest.set_samples(columns, w.labels(order))
+
+    def _add_keys(self, ready: np.ndarray) -> None:
+        """Keys present in enough samples arrive as features, each with its forced generation."""
+        w = self.window
+        self._set_samples()
+        order = w.order()
+        taken = {name for _, name in self._forest_keys}
+        for j in sorted(ready.tolist()):
+            key = w.keys[j]
+            name = _feature_name(key, taken)
+            taken.add(name)
+            self.forest.add_feature(name, w.column(j, order), kind="nominal" if w.nominal[j] else "numeric")
+            self._forest_keys.append((key, name))
+            self._in_forest[j] = True
+        self._pending = np.flatnonzero(~self._in_forest)
+        self._last_growth = w.n_seen
+
+    # ------------------------------------------------------------------ inference
+
+    def _row(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
+        return {name: x.get(key) for key, name in self._forest_keys}
+
+    def predict_proba(self, x: Mapping[Hashable, Any]) -> dict[Hashable, float]:
+        """Class probabilities: the forest's, or the label prior before it exists; every seen label is a key."""
+        if self.forest is None:
+            total = sum(self._label_counts)
+            return {lab: c / total for lab, c in zip(self.labels, self._label_counts, strict=True)} if total else {}
+        p = self.forest.predict_proba(self._row(x))[0].tolist()
+        out = dict.fromkeys(self.labels, 0.0)
+        out.update(zip(self._classes, p, strict=True))
+        return out
+
+    def predict_value(self, x: Mapping[Hashable, Any]) -> float:
+        """Regression: the forest's prediction, or the mean label seen before it exists."""
+        if self.forest is None:
+            return float(self.window.labels().mean()) if self.window is not None and len(self.window) else 0.0
+        return float(self.forest.predict(self._row(x))[0])
+
+    def encode(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[int, float]:
+        """The hashed encoding of ``x`` (see :meth:`FeatureStreamForest.encode`) as ``{column: value}``."""
+        if self.forest is None:
+            return {}
+        E = self.forest.encode(self._row(x), **kwargs)
+        return dict(zip(E.indices.tolist(), E.data.tolist(), strict=True))
+
+    @property
+    def feature_importances(self) -> dict[Hashable, float]:
+        if self.forest is None:
+            return {}
+        imp = self.forest.feature_importances_
+        return {key: imp[name] for key, name in self._forest_keys}

@@ -1,0 +1,160 @@
+"""The last labelled samples of a River stream, as numpy columns in a ring buffer.
+
+River hands samples one at a time as dicts whose keys come and go; the forest trains on columns. The window keeps
+one row per key ever seen (in order of first sight) and one slot per sample: a numeric key's values as floats (NaN
+where a sample lacks it), a nominal key's (a key whose first value is a string) as objects (None where absent).
+It also counts, per key, how many samples of the window have it, so that a key's arrival in the forest can wait
+until enough samples carry it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+
+
+def _sort_key(key: Hashable) -> tuple[str, str]:
+    # Keys of one sample may be of mixed types: order them by their text, which every key has.
+    return (str(key), repr(key))
+
+
+def _is_missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, np.floating) and np.isnan(v))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (bool, np.bool_, numbers.Real))
+
+
+class SampleWindow:
+    """A ring buffer of the last ``size`` labelled samples.
+
+    Parameters
+    ----------
+    size
+        How many samples the window holds; the oldest is dropped when a new one comes.
+    regression
+        Labels are numbers (float column) rather than class codes (int column).
+
+    Examples
+    --------
+    >>> w = SampleWindow(size=3)
+    >>> for x, y in [({"b": 1.0, "a": "red"}, 0), ({"a": "blue"}, 1), ({"b": 2.5}, 0), ({"c": 7}, 1)]:
+    ...     _ = w.add(x, y)
+    >>> w.keys, w.count.tolist()   # the first sample's keys in sorted order; "a" is now in one sample of three
+    (['a', 'b', 'c'], [1, 1, 1])
+    >>> w.column(1).tolist(), w.column(0).tolist(), w.labels().tolist()
+    ([nan, 2.5, nan], ['blue', None, None], [1, 0, 1])
+    """
+
+    def __init__(self, size: int, regression: bool = False) -> None:
+        self.size = int(size)
+        self.regression = regression
+        self.keys: list[Hashable] = []
+        self.index: dict[Hashable, int] = {}
+        self.nominal: list[bool] = []
+        self.n_seen = 0
+        self._count = np.zeros(0, dtype=np.int64)
+        self._values = np.full((0, self.size), np.nan)
+        self._objects = np.full((0, self.size), None, dtype=object)
+        self._present = np.zeros((0, self.size), dtype=np.bool_)
+        self._y = np.zeros(self.size, dtype=np.float64 if regression else np.int64)
+
+    def __len__(self) -> int:
+        return min(self.n_seen, self.size)
+
+    @property
+    def n_keys(self) -> int:
+        return len(self.keys)
+
+    @property
+    def count(self) -> np.ndarray:
+        """Per key, how many samples of the window hold it."""
+        return self._count[: self.n_keys]
+
+    def _reserve(self, n_keys: int) -> None:
+        cap = self._values.shape[0]
+        if n_keys <= cap:
+            return
+        new = max(n_keys, 2 * cap, 4)
+        grow = new - cap
+        self._values = np.vstack([self._values, np.full((grow, self.size), np.nan)])
+        self._objects = np.vstack([self._objects, np.full((grow, self.size), None, dtype=object)])
+        self._present = np.vstack([self._present, np.zeros((grow, self.size), dtype=np.bool_)])
+        self._count = np.concatenate([self._count, np.zeros(grow, dtype=np.int64)])
+
+    def add(self, x: Mapping[Hashable, Any], y: float | int) -> list[int]:
+        """Append a sample (dropping the oldest when full); returns the indices of the keys seen for the first time.
+
+        A key's kind is fixed by its first present value: a string makes it nominal, a number (or a boolean)
+        numeric. A numeric key given a string raises ``TypeError`` and the window is left as it was.
+        """
+        writes: list[tuple[int, Any]] = []
+        new: list[tuple[Hashable, Any]] = []
+        for key, v in x.items():
+            if _is_missing(v):
+                continue
+            j = self.index.get(key)
+            if j is None:
+                if not (isinstance(v, str) or _is_number(v)):
+                    raise TypeError(f"feature {key!r}: numbers, booleans or strings expected, got {type(v).__name__}")
+                new.append((key, v))
+            elif not self.nominal[j]:
+                if not _is_number(v):
+                    raise TypeError(f"feature {key!r} has had numeric values; got {v!r}")
+                writes.append((j, v))
+            else:
+                if not (isinstance(v, str) or _is_number(v)):
+                    raise TypeError(f"feature {key!r}: numbers, booleans or strings expected, got {type(v).__name__}")
+                writes.append((j, v))
+        # New keys get their rows in sorted order, so that the order of a dict's keys changes nothing.
+        new.sort(key=lambda kv: _sort_key(kv[0]))
+        added = []
+        if new:
+            self._reserve(self.n_keys + len(new))
+            for key, v in new:
+                j = len(self.keys)
+                self.keys.append(key)
+                self.index[key] = j
+                self.nominal.append(isinstance(v, str))
+                writes.append((j, v))
+                added.append(j)
+
+        slot = self.n_seen % self.size
+        n = self.n_keys
+        if self.n_seen >= self.size:
+            self._count[:n] -= self._present[:n, slot]
+        self._present[:n, slot] = False
+        self._values[:n, slot] = np.nan
+        self._objects[:n, slot] = None
+        for j, v in writes:
+            if self.nominal[j]:
+                # A category keeps its Python value (numbers too); numpy scalars become plain ones.
+                self._objects[j, slot] = v.item() if isinstance(v, np.generic) else v
+            else:
+                self._values[j, slot] = float(v)
+            self._present[j, slot] = True
+            self._count[j] += 1
+        self._y[slot] = y
+        self.n_seen += 1
+        return added
+
+    def order(self) -> np.ndarray:
+        """Slots of the held samples, oldest first."""
+        n = len(self)
+        if self.n_seen <= self.size:
+            return np.arange(n)
+        return (np.arange(n) + self.n_seen) % self.size
+
+    def column(self, j: int, order: np.ndarray | None = None) -> np.ndarray:
+        """Key ``j``'s values over the held samples, oldest first (floats with NaN, or objects with None)."""
+        order = self.order() if order is None else order
+        return (self._objects if self.nominal[j] else self._values)[j, order]
+
+    def labels(self, order: np.ndarray | None = None) -> np.ndarray:
+        """The labels (class codes, or numbers under regression), oldest first."""
+        return self._y[self.order() if order is None else order]
