@@ -899,8 +899,9 @@ class FeatureStreamForest:
         Xb = np.ascontiguousarray(self._bin_inputs(X))
         trees, tree_w, seeds = self._forest()
         keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
-        return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
-                                      signed, keys)
+        with route.threads_for(Xb.shape[1]):
+            return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
+                                          signed, keys)
 
     def encode_delta(self, X: Any, since: int, n_components: int | None = 2**18, leaves_only: bool = False,
                      missing: str = "default", signed: bool = False, sample_ids: Any = None) -> sp.csr_matrix:

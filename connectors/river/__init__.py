@@ -11,5 +11,6 @@ from __future__ import annotations
 
 from .classifier import ForestClassifier
 from .encoder import ForestEncoder
+from .feed import iter_encodings, labels_from_messages, read_records
 
-__all__ = ["ForestClassifier", "ForestEncoder"]
+__all__ = ["ForestClassifier", "ForestEncoder", "iter_encodings", "labels_from_messages", "read_records"]

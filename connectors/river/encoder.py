@@ -152,5 +152,5 @@ class ForestEncoder(base.SupervisedTransformer, base.Transformer):
         yield {"window_size": 100, "grace_period": 20, "refresh_every": 25, "min_key_count": 5,
                "trees_per_generation": 5, "max_depth": 4, "n_components": 2**12}
         yield {"window_size": 50, "grace_period": 5, "refresh_every": None, "min_key_count": 1,
-               "trees_per_generation": 3, "leaves_only": True, "values": "weighted", "task": "classification",
+               "trees_per_generation": 3, "leaves_only": True, "values": "binary", "task": "regression",
                "seed": 1}

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
-from streamforest.connectors.river import ForestClassifier, ForestEncoder
 
 from scenarios.benchmarks.common import environment
+from streamforest.connectors.river import ForestClassifier, ForestEncoder
 
 Sample = tuple[dict[str, Any], Any]
 #: Datasets where ours must match ARF's ROCAUC at 3x its speed.

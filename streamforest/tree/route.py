@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -33,9 +37,27 @@ def leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
 
 
 #: Batches with fewer samples than this are routed by a serial kernel. A parallel region waits for every worker
-#: thread, so on a loaded machine one sample could wait milliseconds for a thread to be scheduled; a single sample
-#: through a few hundred trees takes microseconds on one core.
+#: thread, so on a loaded machine one sample could wait milliseconds for a thread to be scheduled (measured: 7 to
+#: 30 ms per call with the other cores busy); a single sample through a few hundred trees takes microseconds.
 SERIAL_BELOW = 16
+
+
+@contextmanager
+def threads_for(n_samples: int) -> Iterator[None]:
+    """Run the parallel kernels called in this block on the calling thread alone if the batch is tiny.
+
+    For kernels that have no serial twin here (the encodings'): with one thread a parallel region does not wait
+    for the others. Numba's thread count is per calling thread, so other threads are not affected.
+    """
+    if n_samples >= SERIAL_BELOW:
+        yield
+        return
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 @njit(inline="always")
