@@ -1,0 +1,330 @@
+"""The River adapter: River's own check suite, the window-driven schedule, determinism, bounds, the feed iterator."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import pickle
+
+import numpy as np
+import orjson
+import pytest
+from river import checks, compose, datasets, linear_model, metrics, optim
+
+from streamforest.cli import produce_messages
+from streamforest.connectors.river import (
+    ForestClassifier,
+    ForestEncoder,
+    iter_encodings,
+    labels_from_messages,
+    read_records,
+)
+from streamforest.connectors.river.window import SampleWindow
+from streamforest.engine.core import EngineConfig
+from streamforest.engine.runtime import run
+
+PHISHING = list(datasets.Phishing())
+#: Small models: the schedule's every step happens within a few hundred samples.
+SMALL = {"window_size": 200, "grace_period": 30, "refresh_every": 40, "min_key_count": 10,
+         "trees_per_generation": 5, "max_depth": 6}
+
+
+def river_checks():
+    for cls in (ForestClassifier, ForestEncoder):
+        for k, params in enumerate(cls._unit_test_params()):
+            model = cls(**params)
+            skips = model._unit_test_skips()
+            seen: dict[str, int] = {}
+            for check in checks.yield_checks(model):
+                if check.__name__ in skips:
+                    continue
+                # A check that runs on several datasets gets one case per dataset: number them.
+                n = seen[check.__name__] = seen.get(check.__name__, -1) + 1
+                yield pytest.param(model, check, id=f"{cls.__name__}{k}-{check.__name__}-{n}")
+
+
+@pytest.mark.parametrize(("model", "check"), list(river_checks()))
+def test_river_check(model, check):
+    check(model.clone())
+
+
+# ----------------------------------------------------------------------------- predictions and the schedule
+
+
+def test_prediction_before_learning_and_the_prior_before_the_forest():
+    model = ForestClassifier(**SMALL)
+    assert model.predict_proba_one(PHISHING[0][0]) == {}
+    assert model.predict_one(PHISHING[0][0]) is None
+    labels = []
+    for x, y in PHISHING[:29]:
+        model.learn_one(x, y)
+        labels.append(y)
+    assert model.forest is None
+    prior = model.predict_proba_one(PHISHING[0][0])
+    assert prior == pytest.approx({True: labels.count(True) / 29, False: labels.count(False) / 29})
+    model.learn_one(*PHISHING[29])
+    assert model.forest is not None and len(model.forest.generations_) == 1
+
+
+def test_classifier_learns_phishing():
+    model = ForestClassifier(seed=1)
+    metric = metrics.ROCAUC()
+    for x, y in PHISHING:
+        metric.update(y, model.predict_proba_one(x))
+        model.learn_one(x, y)
+    assert metric.get() > 0.94
+
+
+def test_multiclass_and_a_class_arriving_late_restarts_the_forest():
+    rng = np.random.default_rng(0)
+    model = ForestClassifier(**SMALL, seed=0)
+    for i in range(500):
+        x = {"a": float(rng.normal()), "b": float(rng.normal())}
+        y = "low" if x["a"] < 0 else "high"
+        if i >= 250 and x["b"] > 1:
+            y = "odd"
+        model.learn_one(x, y)
+        if i == 249:
+            first = model.forest
+    assert model.forest is not first  # restarted when "odd" came
+    proba = model.predict_proba_one({"a": 0.5, "b": 2.0})
+    assert set(proba) == {"low", "high", "odd"} and math.isclose(sum(proba.values()), 1.0)
+    assert set(model.forest.classes_.tolist()) == {0, 1, 2}
+    assert max(proba, key=proba.get) == "odd"
+
+
+def test_a_key_appearing_mid_stream_gets_a_forced_generation():
+    model = ForestClassifier(**SMALL, seed=3)
+    late = "is_popular"
+    for i, (x, y) in enumerate(PHISHING[:400]):
+        model.learn_one({k: v for k, v in x.items() if k != late or i >= 300}, y)
+        if i == 299:
+            assert late not in model.forest.feature_names_
+    forced = [g["forced"] for g in model.forest.generations_ if g["forced"]]
+    assert forced == [[late]] and late in model.feature_importances
+    # It arrived once min_key_count samples of the window held it: 10 samples after it first appeared.
+    assert model.forest.feature_names_[-1] == late
+
+
+def test_keys_present_in_too_few_samples_do_not_become_features():
+    model = ForestClassifier(**SMALL, seed=3)
+    for i, (x, y) in enumerate(PHISHING[:400]):
+        extra = {"rare": 1.0} if i % 50 == 0 else {}
+        model.learn_one({**x, **extra}, y)
+    assert "rare" not in model.forest.feature_names_
+    assert model.predict_proba_one({**PHISHING[0][0], "rare": 1.0}) == model.predict_proba_one(PHISHING[0][0])
+
+
+def test_refreshes_follow_the_window_and_the_weights_decay():
+    model = ForestClassifier(**SMALL, seed=2)
+    for x, y in PHISHING[:600]:
+        model.learn_one(x, y)
+    f = model.forest
+    assert f.n_samples_ == SMALL["window_size"]  # the training set is the window
+    shares = [g["weight_share"] for g in f.generations_]
+    assert shares == sorted(shares) and shares[-1] > 0.4  # each refresh outweighs the ones before it
+    assert all(not g["forced"] for g in f.generations_)
+
+
+def test_nominal_keys_missing_values_and_bad_values():
+    rng = np.random.default_rng(1)
+    model = ForestClassifier(**SMALL, seed=0)
+    for _ in range(300):
+        colour = str(rng.choice(["red", "green", "blue"]))
+        x = {"colour": colour, "size": float(rng.normal()), "note": None}
+        model.learn_one(x, colour == "red")
+    assert model.forest.feature_names_ == ["colour", "size"]  # sorted on first sight; None is missing
+    assert model.predict_proba_one({"colour": "red"})[True] > 0.9
+    assert model.predict_proba_one({"colour": "purple", "size": 0.0})[True] < 0.9  # unseen: missing
+    before = pickle.dumps(model)
+    with pytest.raises(TypeError, match="'size' has had numeric values"):
+        model.learn_one({"colour": "red", "size": "big"}, True)
+    with pytest.raises(TypeError, match="numbers, booleans or strings"):
+        model.learn_one({"colour": "red", "shape": [1, 2]}, True)
+    assert pickle.dumps(model) == before  # a refused sample changes nothing
+
+
+def test_keys_of_other_types_get_distinct_feature_names():
+    model = ForestClassifier(**SMALL, seed=0)
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        a, b = rng.normal(size=2)
+        model.learn_one({1: float(a), "1": float(b), (2, "x"): 0.0}, bool(a > 0))
+    # In sorted order of (str, repr): the tuple, the string "1", then the integer 1, whose name "1" is taken.
+    assert model.forest.feature_names_ == ["(2, 'x')", "1", "1'"]
+    assert model.predict_proba_one({1: 2.0, "1": 0.0})[True] > 0.8
+
+
+# ----------------------------------------------------------------------------- River conventions
+
+
+@pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder])
+def test_same_seed_same_predictions_and_key_order_does_not_matter(cls):
+    def outputs(seed: int, shuffle: bool) -> list:
+        model = cls(**SMALL, seed=seed)
+        rng = np.random.default_rng(5)
+        out = []
+        for x, y in PHISHING[:300]:
+            if shuffle:
+                x = {k: x[k] for k in rng.permutation(list(x))}
+            out.append(model.predict_proba_one(x) if cls is ForestClassifier else model.transform_one(x))
+            model.learn_one(x, y)
+        return out
+
+    ref = outputs(7, shuffle=False)
+    assert outputs(7, shuffle=False) == ref
+    assert outputs(7, shuffle=True) == ref
+    assert outputs(8, shuffle=False) != ref
+
+
+def test_clone_and_parameters():
+    model = ForestClassifier(window_size=300, seed=4)
+    for x, y in PHISHING[:100]:
+        model.learn_one(x, y)
+    clone = model.clone()
+    assert clone.forest is None and clone.window_size == 300 and clone.seed == 4
+    assert repr(clone) == repr(model)
+    assert ForestClassifier().max_features == 1.0 and ForestEncoder().values == "weighted"
+
+
+@pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder])
+def test_x_is_never_modified(cls):
+    model = cls(**SMALL, seed=0)
+    for i, (x, y) in enumerate(PHISHING[:200]):
+        x = {**x, "tag": "a" if i % 2 else "b", "gap": None, "np": np.float32(i)}
+        kept = copy.deepcopy(x)
+        model.learn_one(x, y)
+        (model.predict_proba_one if cls is ForestClassifier else model.transform_one)(x)
+        assert x == kept and list(x) == list(kept)
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [
+        ({"window_size": 0}, "window_size"),
+        ({"grace_period": 2.5}, "grace_period"),
+        ({"refresh_every": -1}, "refresh_every"),
+        ({"min_key_count": True}, "min_key_count"),
+        ({"trees_per_generation": 0}, "trees_per_generation"),
+        ({"max_features": 1.5}, "max_features"),
+        ({"max_features": "all"}, "max_features"),
+        ({"split_features": 0.0}, "split_features"),
+        ({"max_depth": 0}, "max_depth"),
+        ({"min_samples_leaf": 0}, "min_samples_leaf"),
+        ({"max_generations": 1}, "max_generations"),
+        ({"prune_threshold": 1.0}, "prune_threshold"),
+        ({"seed": "x"}, "seed"),
+    ],
+)
+@pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder])
+def test_bad_parameters_raise_value_error_naming_them(cls, params, name):
+    with pytest.raises(ValueError, match=name):
+        cls(**params)
+
+
+@pytest.mark.parametrize(
+    ("params", "name"),
+    [({"n_components": 0}, "n_components"), ({"values": "counts"}, "values"), ({"task": "ranking"}, "task"),
+     ({"leaves_only": 1}, "leaves_only")],
+)
+def test_bad_encoder_parameters(params, name):
+    with pytest.raises(ValueError, match=name):
+        ForestEncoder(**params)
+
+
+# ----------------------------------------------------------------------------- bounds
+
+
+def test_memory_stays_bounded_over_a_long_stream():
+    rng = np.random.default_rng(0)
+    model = ForestClassifier(window_size=300, grace_period=50, refresh_every=50, trees_per_generation=4,
+                             max_depth=6, max_generations=6, seed=0)
+    sizes, trees = [], []
+    for i in range(6000):
+        a, b, c = rng.normal(size=3)
+        x = {"a": float(a), "b": float(b), "c": float(c)}
+        model.learn_one(x, bool(a + (b if i < 3000 else -b) > 0))  # with a drift halfway
+        if i % 1000 == 999:
+            sizes.append(model._raw_memory_usage)
+            trees.append(model.forest.n_trees_)
+    f = model.forest
+    assert f.n_samples_ == 300 and len(model._driver.window) == 300
+    assert len(f.generations_) <= 6 and max(trees) <= 6 * 4
+    assert max(sizes[1:]) < 1.5 * sizes[1]  # no growth with the number of samples seen
+    assert model.predict_proba_one({"a": 0.1, "b": -1.0, "c": 0.0})[True] > 0.5  # the new concept
+
+
+def test_window_ring_buffer():
+    w = SampleWindow(size=4)
+    for i in range(10):
+        w.add({"x": float(i), **({"odd": "y"} if i % 2 else {})}, i % 3)
+    assert w.column(0).tolist() == [6.0, 7.0, 8.0, 9.0]
+    assert w.column(1).tolist() == [None, "y", None, "y"]
+    assert w.count.tolist() == [4, 2] and w.labels().tolist() == [0, 1, 2, 0]
+
+
+# ----------------------------------------------------------------------------- the encoder
+
+
+def test_encoder_in_a_pipeline_learns_and_encodes_through_the_forest():
+    encoder = ForestEncoder(**SMALL, seed=0)
+    model = compose.Pipeline(encoder, linear_model.LogisticRegression(optimizer=optim.SGD(0.1)))
+    metric = metrics.ROCAUC()
+    for x, y in PHISHING:
+        metric.update(y, model.predict_proba_one(x))
+        model.learn_one(x, y)
+    assert encoder.forest is not None and metric.get() > 0.9
+    x = PHISHING[0][0]
+    E = encoder.forest.encode({name: x[name] for name in encoder.forest.feature_names_}, n_components=2**20,
+                              values="weighted")
+    assert encoder.transform_one(x) == pytest.approx(dict(zip(E.indices.tolist(), E.data.tolist(), strict=True)))
+
+
+def test_encoder_decides_the_task_from_the_first_label():
+    enc = ForestEncoder(**SMALL, seed=0)
+    for x, y in datasets.TrumpApproval().take(100):
+        enc.learn_one(x, y)
+    assert enc.forest.task == "regression" and enc.transform_one(x)
+    enc = ForestEncoder(**SMALL, seed=0)
+    for x, y in PHISHING[:100]:
+        enc.learn_one(x, y)
+    assert enc.forest.task == "classification"
+
+
+# ----------------------------------------------------------------------------- the feed from the engine
+
+
+def test_feed_turns_real_engine_output_into_pairs_a_river_model_learns_from(tmp_path):
+    from streamforest.datasets import bundled_dir
+
+    msgs, test, data = produce_messages(bundled_dir() / "banknote-authentication_1462.csv", "target", "bank", seed=0)
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(m) + b"\n" for m in msgs))
+    config = EngineConfig(forest={"trees_per_generation": 4, "max_depth": 4, "random_state": 0},
+                          encoding="leaves", n_components=2**12)
+    run(str(source), str(tmp_path / "out"), config)
+
+    records = list(read_records(tmp_path / "out"))
+    versions = sorted({r["model_version"] for r in records})
+    assert len(versions) == data.d  # republished after every feature arrival
+    hidden = {str(i): int(data.y[i]) for i in test.tolist()}
+    pairs = list(iter_encodings(records, hidden))
+    assert len(pairs) == len(test)
+    last = {r["id"]: r for r in records if r["model_version"] == versions[-1]}
+    for (x, y), sid in zip(pairs, last, strict=True):
+        assert x == dict(zip(last[sid]["indices"], last[sid]["values"], strict=True)) and y == hidden[sid]
+    # Every record of every version, as they come; the training labels from the input messages join none of them.
+    assert len(list(iter_encodings(records, hidden, latest=False))) == len(test) * len(versions)
+    train = labels_from_messages(source.read_bytes().splitlines())
+    assert len(train) == data.n - len(test) and not list(iter_encodings(records, train))
+    with pytest.raises(KeyError, match="no label"):
+        next(iter_encodings(records, train, unlabelled="raise"))
+    # A River model learns from the pairs (in a random order: the file is sorted by class).
+    order = np.random.default_rng(0).permutation(len(pairs))
+    model, metric = linear_model.LogisticRegression(optimizer=optim.SGD(0.1)), metrics.ROCAUC()
+    for x, y in (pairs[k] for k in order):
+        metric.update(y, model.predict_proba_one(x))
+        model.learn_one(x, y)
+    assert metric.get() > 0.9
+    assert next(itertools.islice(iter_encodings(records, hidden, stream="other"), 1), None) is None
