@@ -25,6 +25,8 @@ POLICIES = ("challenger", "baseline")
 _SCALARS = (int, float, str, bool, np.generic, type(None))
 #: How many model versions back :meth:`FeatureStreamForest.encode_delta` can reach.
 DELTA_WINDOW = 16
+#: Share of the subspace drawn at every split once a wide stream caps the subspace (``split_features="auto"``).
+AUTO_SPLIT_SHARE = 0.25
 TASKS = ("classification", "regression")
 FEATURE_SAMPLING = ("auto", "uniform", "importance")
 
@@ -43,6 +45,9 @@ class Generation:
     # Whether the out-of-bag sums hold this generation's votes: only trees grown on the current training samples
     # can say which of them they did not see (set_samples replaces the samples under older trees).
     in_oob: bool = True
+    # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
+    # samples grows the same trees.
+    split_ks: np.ndarray | None = None
     _importance: np.ndarray | None = None
 
     @property
@@ -58,6 +63,10 @@ class Generation:
         k = min(n_features, self._importance.size)
         out[:k] = self._importance[:k]
         return out
+
+
+def _split_ks_of(gen: Generation) -> np.ndarray:
+    return gen.split_ks if gen.split_ks is not None else np.zeros(gen.n_trees, dtype=np.int64)
 
 
 def _pack(generations: list[Generation]) -> tuple[Trees, np.ndarray]:
@@ -110,7 +119,9 @@ class FeatureStreamForest:
         by their own statistics: they go with the missing values, to the split's default side, where unseen
         categories go too. This keeps high-cardinality nominal features from overfitting.
     split_features
-        Share of a tree's subspace drawn anew at every split (``None``: the whole subspace, as in the paper).
+        Share of a tree's subspace drawn anew at every split: ``None`` for the whole subspace (the paper), a float
+        in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, a
+        quarter of it from then on (see *Wide streams*).
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -170,7 +181,7 @@ class FeatureStreamForest:
         max_depth: int | None = 16,
         min_samples_leaf: float = 3,
         min_category_size: float = 5,
-        split_features: float | None = None,
+        split_features: float | str | None = "auto",
         policy: str = "challenger",
         feature_sampling: str = "auto",
         max_subspace: int | None = 64,
@@ -244,10 +255,11 @@ class FeatureStreamForest:
             raise ValueError(f"min_samples_leaf must be a number >= 1, got {self.min_samples_leaf!r}")
         if not (isinstance(self.min_category_size, (int, float)) and self.min_category_size >= 0):
             raise ValueError(f"min_category_size must be a number >= 0, got {self.min_category_size!r}")
-        if self.split_features is not None and (
-            not isinstance(self.split_features, (int, float)) or not 0 < self.split_features <= 1
+        sf = self.split_features
+        if sf is not None and sf != "auto" and (
+            isinstance(sf, bool) or not isinstance(sf, (int, float)) or not 0 < sf <= 1
         ):
-            raise ValueError(f"split_features must be in (0, 1] or None, got {self.split_features!r}")
+            raise ValueError(f"split_features must be in (0, 1], None or 'auto', got {sf!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.feature_sampling not in FEATURE_SAMPLING:
@@ -409,34 +421,22 @@ class FeatureStreamForest:
         n_bins = np.array([b.n_bins for b in self._binners], dtype=np.int32)
         return is_nominal, n_bins
 
-    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray) -> Trees:
+    def _split_ks(self, subspaces: list[np.ndarray]) -> np.ndarray:
+        """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
+        share = self.split_features
+        if share == "auto":
+            capped = sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)
+            share = AUTO_SPLIT_SHARE if capped else None
+        return np.array([0 if share is None else max(1, math.ceil(share * len(s))) for s in subspaces], dtype=np.int64)
+
+    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray | None) -> Trees:
         is_nominal, n_bins = self._feature_arrays()
-        split_k = 0
-        if self.split_features is not None:
-            split_k = -1  # resolved per tree below: a share of each tree's own subspace
-        depth = self.max_depth if self.max_depth is not None else 10_000
-        if split_k == 0:
-            return grow(
-                self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces,
-                seeds, is_nominal, n_bins, max_depth=depth, min_samples_leaf=self.min_samples_leaf,
-                min_category_weight=self.min_category_size,
-            )
-        # Trees with the same subspace size share one split_k: group them, grow, and restore the order.
-        ks = [max(1, math.ceil(self.split_features * len(s))) for s in subspaces]
-        parts: dict[int, list[int]] = {}
-        for t, k in enumerate(ks):
-            parts.setdefault(k, []).append(t)
-        grown: dict[int, Trees] = {}
-        for k, idx in parts.items():
-            batch = grow(
-                self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes,
-                [subspaces[t] for t in idx], seeds[idx], is_nominal, n_bins, max_depth=depth,
-                min_samples_leaf=self.min_samples_leaf, split_features=k,
-                min_category_weight=self.min_category_size,
-            )
-            for pos, t in enumerate(idx):
-                grown[t] = batch.take(np.array([pos]))
-        return concat([grown[t] for t in range(len(subspaces))])
+        return grow(
+            self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces, seeds,
+            is_nominal, n_bins, max_depth=self.max_depth if self.max_depth is not None else 10_000,
+            min_samples_leaf=self.min_samples_leaf, split_features=0 if split_ks is None else split_ks,
+            min_category_weight=self.min_category_size,
+        )
 
     def _seeds(self, generation: int, n_trees: int) -> np.ndarray:
         return np.array([derive_seed(self._seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
@@ -533,8 +533,10 @@ class FeatureStreamForest:
 
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray]) -> None:
         seeds = self._seeds(gen_id, len(subspaces))
-        trees = self._grow(subspaces, seeds)
-        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1)
+        split_ks = self._split_ks(subspaces)
+        trees = self._grow(subspaces, seeds, split_ks)
+        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
+                         split_ks=split_ks)
         self._generations.append(gen)
         self._packed = None
         self._oob_apply(gen, +1.0)
@@ -570,6 +572,7 @@ class FeatureStreamForest:
                 id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
                 subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
                 seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=self.model_version_ + 1,
+                split_ks=np.concatenate([_split_ks_of(a)[:n_a], _split_ks_of(b)[:n_b]]),
                 in_oob=a.in_oob and b.in_oob,
             )
             self._bury(a)
@@ -649,7 +652,7 @@ class FeatureStreamForest:
         self._y_cls = np.concatenate([self._y_cls, codes])
         self._y_reg = np.concatenate([self._y_reg, yr])
         for g in self._generations:
-            g.trees = self._grow(g.subspaces, g.seeds)
+            g.trees = self._grow(g.subspaces, g.seeds, g.split_ks)
             g._importance = None
             g.born = self.model_version_ + 1
         self._packed = None

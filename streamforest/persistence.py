@@ -32,6 +32,8 @@ def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         prefix = f"g{k}_"
         arrays.update(g.trees.to_arrays(prefix))
         arrays[f"{prefix}seeds"] = g.seeds
+        if g.split_ks is not None:
+            arrays[f"{prefix}split_ks"] = g.split_ks
         sizes = np.array([len(s) for s in g.subspaces], dtype=np.int64)
         arrays[f"{prefix}subspace_sizes"] = sizes
         arrays[f"{prefix}subspaces"] = (
@@ -93,7 +95,9 @@ def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
         forest._generations.append(
             Generation(int(g["id"]), list(g["forced"]), float(g["log_weight"]), trees,
                        [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]),
-                       born=int(g["born"]), in_oob=bool(g.get("in_oob", True)))
+                       born=int(g["born"]), in_oob=bool(g.get("in_oob", True)),
+                       split_ks=np.asarray(arrays[f"{prefix}split_ks"]).astype(np.int64)
+                       if f"{prefix}split_ks" in arrays else None)
         )
     return forest
 

@@ -408,14 +408,15 @@ def _grow_one(
 @njit(parallel=True, cache=True)
 def grow_trees(
     Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, n_bins, seeds, bootstrap,
-    max_depth, min_samples_leaf, split_k, cap, min_category_weight,
+    max_depth, min_samples_leaf, split_ks, cap, min_category_weight,
     o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight, o_n_nodes,
 ):
-    """Grow ``len(seeds)`` trees, one per row of ``subspaces`` (feature ids, padded with -1), in parallel."""
+    """Grow ``len(seeds)`` trees, one per row of ``subspaces`` (feature ids, padded with -1), in parallel; tree ``t``
+    draws ``split_ks[t]`` of its features at every split (0: all of them)."""
     for t in prange(seeds.shape[0]):
         o_n_nodes[t] = _grow_one(
             Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal, n_bins,
-            seeds[t], bootstrap, max_depth, min_samples_leaf, split_k, cap, min_category_weight,
+            seeds[t], bootstrap, max_depth, min_samples_leaf, split_ks[t], cap, min_category_weight,
             o_feature[t], o_thr[t], o_missleft[t], o_nominal[t], o_cats[t], o_left[t], o_right[t],
             o_value[t], o_gain[t], o_weight[t],
         )

@@ -129,7 +129,7 @@ def grow(
     *,
     max_depth: int,
     min_samples_leaf: float,
-    split_features: int = 0,
+    split_features: int | np.ndarray = 0,
     bootstrap: bool = True,
     min_category_weight: float = 0.0,
 ) -> Trees:
@@ -137,6 +137,8 @@ def grow(
 
     ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``. In a node,
     categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
+    ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
+    all of them.
     """
     n_trees = len(subspaces)
     is_reg = n_classes == 0
@@ -148,6 +150,7 @@ def grow(
         sub[t, : len(s)] = s
         sizes[t] = len(s)
     cap = node_capacity(n_samples, max_depth, min_samples_leaf)
+    split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
     o = {
         "feature": np.empty((n_trees, cap), dtype=np.int32),
         "threshold": np.zeros((n_trees, cap), dtype=np.uint8),
@@ -163,7 +166,7 @@ def grow(
     n_nodes = np.zeros(n_trees, dtype=np.int64)
     grow_trees(
         Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal, n_bins,
-        seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_features, cap,
+        seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_ks, cap,
         float(min_category_weight),
         o["feature"], o["threshold"], o["missing_left"], o["nominal"], o["cats"], o["left"], o["right"],
         o["value"], o["gain"], o["weight"], n_nodes,

@@ -13,6 +13,7 @@ from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
 
 MISSING = 255
+_BLOCK = 256
 
 
 @njit(inline="always")
@@ -135,15 +136,19 @@ def _inbag(n, y_cls, n_classes, stratified, seeds, out):
 def _oob(Xb, n, offsets, feature, thr, missing_left, nominal, cats, left, right, value, inbag, out, count):
     n_trees = offsets.shape[0] - 1
     n_out = value.shape[1]
-    for i in prange(n):
+    # Blocks of samples, each taken through one tree at a time: a tree reads a few feature rows, and consecutive
+    # samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in prange(n_blocks):
         for t in range(n_trees):
-            if inbag[t, i]:
-                continue
             base = offsets[t]
-            leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
-            count[i] += 1.0
-            for k in range(n_out):
-                out[i, k] += value[base + leaf, k]
+            for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+                if inbag[t, i]:
+                    continue
+                leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+                count[i] += 1.0
+                for k in range(n_out):
+                    out[i, k] += value[base + leaf, k]
 
 
 def out_of_bag(
