@@ -98,13 +98,26 @@ def _grow_one(
     else:
         w = np.ones(n, dtype=np.float64)
     n_stats = 2 if is_reg else n_classes
+    # The in-bag samples, with their weight, class and weighted target side by side: the histogram loops then read
+    # them in order and gather only the bins.
     idx = np.empty(n, dtype=np.int64)
+    iw = np.empty(n, dtype=np.float64)
+    ic = np.zeros(n, dtype=np.int64)
+    iwy = np.zeros(n, dtype=np.float64)
     m = 0
     for i in range(n):
         if w[i] > 0:
             idx[m] = i
+            iw[m] = w[i]
+            if is_reg:
+                iwy[m] = w[i] * y_reg[i]
+            else:
+                ic[m] = y_cls[i]
             m += 1
     tmp = np.empty(m, dtype=np.int64)
+    tmp_w = np.empty(m, dtype=np.float64)
+    tmp_c = np.empty(m, dtype=np.int64)
+    tmp_wy = np.empty(m, dtype=np.float64)
 
     h = np.zeros((256, n_stats), dtype=np.float64)
     hc = np.zeros((256, n_stats), dtype=np.float64)  # statistics of the bins present in the node, in bin order
@@ -142,12 +155,11 @@ def _grow_one(
 
         parent[:] = 0.0
         for ii in range(start, end):
-            s = idx[ii]
             if is_reg:
-                parent[0] += w[s]
-                parent[1] += w[s] * y_reg[s]
+                parent[0] += iw[ii]
+                parent[1] += iwy[ii]
             else:
-                parent[y_cls[s]] += w[s]
+                parent[ic[ii]] += iw[ii]
         W = _weight(parent, is_reg)
         if is_reg:
             o_value[node, 0] = parent[1] / W if W > 0 else 0.0
@@ -197,21 +209,20 @@ def _grow_one(
             # order afterwards, so neither clearing nor scanning costs the (up to 255) bins a small node never sees.
             miss[:] = 0.0
             for ii in range(start, end):
-                s = idx[ii]
-                b = Xb[f, s]
+                b = Xb[f, idx[ii]]
                 if b == MISSING:
                     if is_reg:
-                        miss[0] += w[s]
-                        miss[1] += w[s] * y_reg[s]
+                        miss[0] += iw[ii]
+                        miss[1] += iwy[ii]
                     else:
-                        miss[y_cls[s]] += w[s]
+                        miss[ic[ii]] += iw[ii]
                     continue
                 seen[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
                 if is_reg:
-                    h[b, 0] += w[s]
-                    h[b, 1] += w[s] * y_reg[s]
+                    h[b, 0] += iw[ii]
+                    h[b, 1] += iwy[ii]
                 else:
-                    h[b, y_cls[s]] += w[s]
+                    h[b, ic[ii]] += iw[ii]
             n_present = 0
             for word in range(4):
                 bits = seen[word]
@@ -379,12 +390,21 @@ def _grow_one(
                 go_left = b <= best_thr
             if go_left:
                 idx[nl] = s
+                iw[nl] = iw[ii]
+                ic[nl] = ic[ii]
+                iwy[nl] = iwy[ii]
                 nl += 1
             else:
                 tmp[nr] = s
+                tmp_w[nr] = iw[ii]
+                tmp_c[nr] = ic[ii]
+                tmp_wy[nr] = iwy[ii]
                 nr += 1
         for q in range(nr):
             idx[nl + q] = tmp[q]
+            iw[nl + q] = tmp_w[q]
+            ic[nl + q] = tmp_c[q]
+            iwy[nl + q] = tmp_wy[q]
 
         lc = n_nodes
         rc = n_nodes + 1
