@@ -27,6 +27,8 @@ _SCALARS = (int, float, str, bool, np.generic, type(None))
 DELTA_WINDOW = 16
 #: Share of the subspace drawn at every split once a wide stream caps the subspace (``split_features="auto"``).
 AUTO_SPLIT_SHARE = 0.25
+#: Memory for the alive generations' cached out-of-bag votes (beyond it they are recomputed when needed).
+OOB_CACHE_BYTES = 128 * 2**20
 TASKS = ("classification", "regression")
 FEATURE_SAMPLING = ("auto", "uniform", "importance")
 
@@ -48,6 +50,9 @@ class Generation:
     # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
     # samples grows the same trees.
     split_ks: np.ndarray | None = None
+    # This generation's out-of-bag votes and counts on the current samples, kept (within OOB_CACHE_BYTES) so that
+    # pruning or merging it away does not route the samples through its trees a second time.
+    _oob_votes: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _importance: np.ndarray | None = None
 
     @property
@@ -598,9 +603,17 @@ class FeatureStreamForest:
         """Add (sign +1) or remove (-1) a generation's out-of-bag votes, kept relative to a reference weight."""
         if not self.oob_score or not gen.in_oob:
             return
-        votes, counts = route.out_of_bag(
-            gen.trees, self._store.data, self._store.n_samples, self._y_cls, self._n_classes, gen.seeds
-        )
+        if gen._oob_votes is not None:
+            votes, counts = gen._oob_votes
+        else:
+            votes, counts = route.out_of_bag(
+                gen.trees, self._store.data, self._store.n_samples, self._y_cls, self._n_classes, gen.seeds
+            )
+        # Recomputing gives the very same numbers, so whether a generation is cached changes speed, never results.
+        cached = sum(g._oob_votes[0].nbytes + g._oob_votes[1].nbytes for g in self._generations
+                     if g._oob_votes is not None and g is not gen)
+        keep = sign > 0 and cached + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
+        gen._oob_votes = (votes, counts) if keep else None
         if sign > 0 and gen.log_weight > self._oob_log_ref:
             scale = math.exp(self._oob_log_ref - gen.log_weight) if self._oob_count.any() else 0.0
             self._oob_sum *= scale
@@ -633,6 +646,8 @@ class FeatureStreamForest:
         self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
         self._oob_count = np.zeros(self.n_samples_)
         self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        for g in self._generations:
+            g._oob_votes = None
         for g in self._generations:
             g.in_oob = True
             self._oob_apply(g, +1.0)
@@ -709,6 +724,7 @@ class FeatureStreamForest:
         self._y_cls, self._y_reg = codes, yr
         for g in self._generations:
             g.in_oob = False
+            g._oob_votes = None
         self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
         self._oob_count = np.zeros(self.n_samples_)
         self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
