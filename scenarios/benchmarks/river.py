@@ -9,12 +9,13 @@
 
 Ours (:class:`streamforest.connectors.river.ForestClassifier`, default parameters) and
 ``river.forest.ARFClassifier`` (default parameters) run interleaved, one seed per repetition (both models get the
-same seed); the table shows median ROCAUC and median samples per second over the repetitions, and their ratio. A
-last row is ``ForestEncoder() | LogisticRegression`` on Phishing. Datasets are materialised in memory first, so
-reading them costs neither model.
+same seed); the table shows median ROCAUC and median samples per second over the repetitions, and their ratio. Last
+come ``ForestEncoder() | LogisticRegression()`` (River's defaults) and the same with a larger SGD step, on Phishing.
+Datasets are materialised in memory first, so reading them costs neither model. River's ``ROCAUC`` is its default
+approximation (10 thresholds), as everyone using it gets.
 
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
-at least 3x ARF's samples per second; the encoder pipeline's ROCAUC above 0.9 on Phishing.
+at least 3x ARF's samples per second; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--check]
 """
@@ -42,6 +43,8 @@ Sample = tuple[dict[str, Any], Any]
 #: Datasets where ours must match ARF's ROCAUC at 3x its speed.
 TARGETS = ("phishing", "bananas", "phishing_trapezoidal")
 SPEED_RATIO = 3.0
+#: The pipeline that must reach ENCODER_AUC on Phishing.
+ENCODER_TARGET = "ForestEncoder() | LogisticRegression()"
 ENCODER_AUC = 0.9
 
 
@@ -100,8 +103,12 @@ def score(model: Any, samples: list[Sample]) -> tuple[float, float]:
     return float(metric.get()), len(samples) / (time.perf_counter() - start)
 
 
-def encoder_pipeline(seed: int) -> Any:
-    return ForestEncoder(seed=seed) | linear_model.LogisticRegression(optimizer=optim.SGD(0.1))
+#: The encoder pipelines on Phishing: the issue's (River's default LogisticRegression) and one with a larger step.
+ENCODER_PIPELINES = {
+    "ForestEncoder() | LogisticRegression()": lambda seed: ForestEncoder(seed=seed) | linear_model.LogisticRegression(),
+    "ForestEncoder() | LogisticRegression(optimizer=SGD(0.1))": lambda seed: (
+        ForestEncoder(seed=seed) | linear_model.LogisticRegression(optimizer=optim.SGD(0.1))),
+}
 
 
 def warm_up() -> None:
@@ -109,7 +116,8 @@ def warm_up() -> None:
     small = list(datasets.Phishing().take(120))
     score(ForestClassifier(grace_period=20, refresh_every=20, min_key_count=5, seed=0), small)
     score(ForestClassifier(grace_period=20, refresh_every=20, min_key_count=5, seed=0), trapezoidal(small))
-    score(encoder_pipeline(0), small)
+    for make in ENCODER_PIPELINES.values():
+        score(make(0), small)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,28 +159,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<22} {row['rocauc_ours']:>11.4f} {row['rocauc_arf']:>7.4f} {row['sps_ours']:>15,.0f} "
               f"{row['sps_arf']:>7,.0f} {row['speed_ratio']:>6.1f}  {mark}", flush=True)
 
-    encoder = None
+    encoders = []
     if "phishing" in names:
         samples = table["phishing"][1]()
-        runs = [score(encoder_pipeline(seed), samples) for seed in range(1, args.reps + 1)]
-        encoder = {"pipeline": "ForestEncoder() | LogisticRegression(optimizer=SGD(0.1))", "dataset": "phishing",
-                   "rocauc": statistics.median(a for a, _ in runs), "sps": statistics.median(s for _, s in runs),
-                   "runs": runs}
-        encoder["target_met"] = bool(encoder["rocauc"] > ENCODER_AUC)
-        print(f"{'encoder | LogReg':<22} {encoder['rocauc']:>11.4f} {'':>7} {encoder['sps']:>15,.0f}"
-              f" {'':>7} {'':>6}  {'met' if encoder['target_met'] else 'MISSED'} (ROCAUC > {ENCODER_AUC})")
+        for pipeline, make in ENCODER_PIPELINES.items():
+            runs = [score(make(seed), samples) for seed in range(1, args.reps + 1)]
+            row = {"pipeline": pipeline, "dataset": "phishing", "rocauc": statistics.median(a for a, _ in runs),
+                   "sps": statistics.median(s for _, s in runs), "runs": runs}
+            target = ""
+            if pipeline == ENCODER_TARGET:
+                row["target_met"] = bool(row["rocauc"] > ENCODER_AUC)
+                target = f"  {'met' if row['target_met'] else 'MISSED'} (ROCAUC > {ENCODER_AUC})"
+            encoders.append(row)
+            print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
     import river
 
     record = {"environment": environment({"river": river.__version__}, reps=args.reps, quick=args.quick),
               "ours": "ForestClassifier() defaults", "arf": "river.forest.ARFClassifier() defaults",
-              "metric": "ROCAUC (progressive validation)", "rows": rows, "encoder": encoder}
+              "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))
     print(f"wrote {args.out}")
     missed = [r["dataset"] for r in rows if r.get("target_met") is False]
-    if encoder is not None and not encoder["target_met"]:
-        missed.append("encoder")
+    missed += [e["pipeline"] for e in encoders if e.get("target_met") is False]
     if missed:
         print(f"targets missed: {missed}")
     return 1 if args.check and missed else 0

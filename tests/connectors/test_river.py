@@ -16,6 +16,7 @@ from streamforest.cli import produce_messages
 from streamforest.connectors.river import (
     ForestClassifier,
     ForestEncoder,
+    ForestRegressor,
     iter_encodings,
     labels_from_messages,
     read_records,
@@ -31,7 +32,7 @@ SMALL = {"window_size": 200, "grace_period": 30, "refresh_every": 40, "min_key_c
 
 
 def river_checks():
-    for cls in (ForestClassifier, ForestEncoder):
+    for cls in (ForestClassifier, ForestEncoder, ForestRegressor):
         for k, params in enumerate(cls._unit_test_params()):
             model = cls(**params)
             skips = model._unit_test_skips()
@@ -217,7 +218,7 @@ def test_x_is_never_modified(cls):
         ({"seed": "x"}, "seed"),
     ],
 )
-@pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder])
+@pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder, ForestRegressor])
 def test_bad_parameters_raise_value_error_naming_them(cls, params, name):
     with pytest.raises(ValueError, match=name):
         cls(**params)
@@ -279,6 +280,23 @@ def test_encoder_in_a_pipeline_learns_and_encodes_through_the_forest():
     E = encoder.forest.encode({name: x[name] for name in encoder.forest.feature_names_}, n_components=2**20,
                               values="weighted")
     assert encoder.transform_one(x) == pytest.approx(dict(zip(E.indices.tolist(), E.data.tolist(), strict=True)))
+
+
+def test_regressor_predicts_the_mean_then_learns():
+    model = ForestRegressor(**SMALL, seed=0)
+    assert model.predict_one({"a": 1.0}) == 0.0
+    rng = np.random.default_rng(3)
+    ys = []
+    for i in range(400):
+        a = float(rng.normal())
+        ys.append(3 * a + 10)
+        if i == 10:
+            assert model.predict_one({"a": 0.0}) == pytest.approx(np.mean(ys[:10]))
+        model.learn_one({"a": a}, ys[-1])
+    assert model.forest.task == "regression"
+    assert model.predict_one({"a": 1.0}) == pytest.approx(13, abs=0.7)
+    with pytest.raises(ValueError, match="finite"):
+        model.learn_one({"a": 1.0}, math.nan)
 
 
 def test_encoder_decides_the_task_from_the_first_label():
