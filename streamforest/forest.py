@@ -25,8 +25,6 @@ POLICIES = ("challenger", "baseline")
 _SCALARS = (int, float, str, bool, np.generic, type(None))
 #: How many model versions back :meth:`FeatureStreamForest.encode_delta` can reach.
 DELTA_WINDOW = 16
-#: Share of the subspace drawn at every split once a wide stream caps the subspace (``split_features="auto"``).
-AUTO_SPLIT_SHARE = 0.25
 #: Memory for the alive generations' cached out-of-bag votes (beyond it they are recomputed when needed).
 OOB_CACHE_BYTES = 128 * 2**20
 TASKS = ("classification", "regression")
@@ -125,8 +123,8 @@ class FeatureStreamForest:
         categories go too. This keeps high-cardinality nominal features from overfitting.
     split_features
         Share of a tree's subspace drawn anew at every split: ``None`` for the whole subspace (the paper), a float
-        in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, a
-        quarter of it from then on (see *Wide streams*).
+        in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, then
+        the square root of its size, as in Breiman's forests (see *Wide streams*).
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -150,9 +148,11 @@ class FeatureStreamForest:
     Notes
     -----
     *Wide streams.* With a constant ``max_features`` ratio a generation costs O(d) and, once mtry is small, weights
-    stop growing geometrically, so pruning by share stops bounding the forest. Three things keep it bounded:
+    stop growing geometrically, so pruning by share stops bounding the forest. Four things keep it bounded and fast:
     ``max_subspace`` caps the per-tree subspace; past that cap old features are sampled by importance, so the
-    informative ones stay in the trees; and ``max_generations`` bounds the alive generations by merging the two
+    informative ones stay in the trees; each split then draws the square root of the subspace
+    (``split_features="auto"``), so a generation costs O(sqrt(max_subspace)) per node whatever the width; and
+    ``max_generations`` bounds the alive generations by merging the two
     oldest: the merged generation keeps ``trees_per_generation`` trees, drawn from each in proportion to its weight,
     and carries the sum of their weights. Each tree then stands for the same weight as before in expectation, so the
     bookkeeping (total weight, expected weighted use of every feature) is preserved.
@@ -430,8 +430,11 @@ class FeatureStreamForest:
         """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
         share = self.split_features
         if share == "auto":
-            capped = sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)
-            share = AUTO_SPLIT_SHARE if capped else None
+            if not sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace):
+                return np.zeros(len(subspaces), dtype=np.int64)
+            # Once capped, the subspace is already the useful part of the stream: Breiman's sqrt(d) per split keeps
+            # a split's cost O(sqrt(max_subspace)) and decorrelates trees that share the important features.
+            return np.array([math.ceil(math.sqrt(len(s))) for s in subspaces], dtype=np.int64)
         return np.array([0 if share is None else max(1, math.ceil(share * len(s))) for s in subspaces], dtype=np.int64)
 
     def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray | None) -> Trees:

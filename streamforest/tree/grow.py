@@ -133,6 +133,7 @@ def _grow_one(
     sorted_ids = np.empty(256, dtype=np.int64)
     rare_ids = np.empty(256, dtype=np.int64)
     miss = np.zeros(n_stats, dtype=np.float64)
+    best_cats = np.zeros(4, dtype=np.uint64)
 
     st_node = np.empty(cap, dtype=np.int64)
     st_start = np.empty(cap, dtype=np.int64)
@@ -200,14 +201,16 @@ def _grow_one(
         best_thr = 0
         best_missleft = False
         best_nominal = False
-        best_cats = np.zeros(4, dtype=np.uint64)
+        for k in range(4):
+            best_cats[k] = np.uint64(0)
 
         for cj in range(n_cand):
             j = cand[cj]
             f = feats[j]
             # Histogram of the node's samples over this feature's bins; a bitmap of the bins touched lists them in
             # order afterwards, so neither clearing nor scanning costs the (up to 255) bins a small node never sees.
-            miss[:] = 0.0
+            for k in range(n_stats):
+                miss[k] = 0.0
             for ii in range(start, end):
                 b = Xb[f, idx[ii]]
                 if b == MISSING:
