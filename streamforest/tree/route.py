@@ -44,21 +44,28 @@ SERIAL_BELOW = 16
 
 
 @contextmanager
-def threads_for(n_samples: int) -> Iterator[None]:
-    """Run the parallel kernels called in this block on the calling thread alone if the batch is tiny.
+def single_thread() -> Iterator[None]:
+    """Run the parallel kernels called in this block on the calling thread alone.
 
-    For kernels that have no serial twin here (the encodings'): with one thread a parallel region does not wait
-    for the others. Numba's thread count is per calling thread, so other threads are not affected.
+    With one thread a parallel region does not wait for the others, which matters when the work is small and the
+    machine busy. Numba's thread count is per calling thread, so other threads are not affected.
     """
-    if n_samples >= SERIAL_BELOW:
-        yield
-        return
     before = numba.get_num_threads()
     numba.set_num_threads(1)
     try:
         yield
     finally:
         numba.set_num_threads(before)
+
+
+@contextmanager
+def threads_for(n_samples: int) -> Iterator[None]:
+    """:func:`single_thread` if the batch is tiny, for kernels that have no serial twin here (the encodings')."""
+    if n_samples >= SERIAL_BELOW:
+        yield
+        return
+    with single_thread():
+        yield
 
 
 @njit(inline="always")
