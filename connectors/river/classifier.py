@@ -7,12 +7,10 @@ from typing import Any
 
 from river import base
 
-from streamforest import FeatureStreamForest
-
-from .driver import ForestDriver, check_params
+from .driver import DrivenEstimator, ForestDriver, check_params
 
 
-class ForestClassifier(base.Classifier):
+class ForestClassifier(DrivenEstimator, base.Classifier):
     """A :class:`~streamforest.FeatureStreamForest` grown on a window of recent samples, where new keys become features.
 
     Binary and multiclass. How the sample stream drives the forest:
@@ -133,18 +131,6 @@ class ForestClassifier(base.Classifier):
     @property
     def _multiclass(self) -> bool:
         return True
-
-    @property
-    def forest(self) -> FeatureStreamForest | None:
-        return self._driver.forest
-
-    @property
-    def feature_importances(self) -> dict[Hashable, float]:
-        """Impurity-decrease importance of every key in the forest (sums to 1; empty before the forest)."""
-        return self._driver.feature_importances
-
-    def learn_one(self, x: dict[Hashable, Any], y: base.typing.ClfTarget) -> None:
-        self._driver.learn(x, y)
 
     def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[base.typing.ClfTarget, float]:
         return self._driver.predict_proba(x)

@@ -252,3 +252,22 @@ class ForestDriver:
             return {}
         imp = self.forest.feature_importances_
         return {key: imp[name] for key, name in self._forest_keys}
+
+
+class DrivenEstimator:
+    """What the River estimators share: a :class:`ForestDriver` behind ``learn_one``, and the forest it drives."""
+
+    _driver: ForestDriver
+
+    @property
+    def forest(self) -> FeatureStreamForest | None:
+        """The forest (``None`` until ``grace_period`` samples of more than one class)."""
+        return self._driver.forest
+
+    @property
+    def feature_importances(self) -> dict[Hashable, float]:
+        """Impurity-decrease importance of every key in the forest (sums to 1; empty before the forest)."""
+        return self._driver.feature_importances
+
+    def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
+        self._driver.learn(x, y)

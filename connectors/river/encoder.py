@@ -7,9 +7,7 @@ from typing import Any
 
 from river import base
 
-from streamforest import FeatureStreamForest
-
-from .driver import ForestDriver, check_params
+from .driver import DrivenEstimator, ForestDriver, check_params
 
 TASKS = ("auto", "classification", "regression")
 VALUES = ("binary", "weighted")
@@ -18,7 +16,7 @@ VALUES = ("binary", "weighted")
 # SupervisedTransformer first: River's pipeline treats a class that is only a SupervisedTransformer as a final step
 # (and passes the raw x on during learning); being a Transformer too makes it an intermediate step that learns
 # from (x, y) and hands its encoding to the next step.
-class ForestEncoder(base.SupervisedTransformer, base.Transformer):
+class ForestEncoder(DrivenEstimator, base.SupervisedTransformer, base.Transformer):
     """The nodes a sample visits in a forest grown on the stream, hashed into a sparse vector (Vens & Costa, 2011).
 
     ``transform_one(x)`` returns ``{column: value}``: one entry per node that ``x`` visits in every alive tree
@@ -135,13 +133,6 @@ class ForestEncoder(base.SupervisedTransformer, base.Transformer):
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         self._driver = ForestDriver(params, task=task)
-
-    @property
-    def forest(self) -> FeatureStreamForest | None:
-        return self._driver.forest
-
-    def learn_one(self, x: dict[Hashable, Any], y: base.typing.Target) -> None:
-        self._driver.learn(x, y)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
         return self._driver.encode(x, n_components=self.n_components, values=self.values,

@@ -7,12 +7,10 @@ from typing import Any
 
 from river import base
 
-from streamforest import FeatureStreamForest
-
-from .driver import ForestDriver, check_params
+from .driver import DrivenEstimator, ForestDriver, check_params
 
 
-class ForestRegressor(base.Regressor):
+class ForestRegressor(DrivenEstimator, base.Regressor):
     """A regression :class:`~streamforest.FeatureStreamForest` grown on a window of recent samples.
 
     The stream drives the forest as in :class:`ForestClassifier` (a window of the last ``window_size`` samples,
@@ -91,18 +89,6 @@ class ForestRegressor(base.Regressor):
         params = self._get_params()
         check_params(params)
         self._driver = ForestDriver(params, task="regression")
-
-    @property
-    def forest(self) -> FeatureStreamForest | None:
-        return self._driver.forest
-
-    @property
-    def feature_importances(self) -> dict[Hashable, float]:
-        """Impurity-decrease importance of every key in the forest (sums to 1; empty before the forest)."""
-        return self._driver.feature_importances
-
-    def learn_one(self, x: dict[Hashable, Any], y: base.typing.RegTarget) -> None:
-        self._driver.learn(x, y)
 
     def predict_one(self, x: dict[Hashable, Any], **kwargs: Any) -> base.typing.RegTarget:
         return self._driver.predict_value(x)
