@@ -26,6 +26,28 @@ for _i in range(64):
     _BIT_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
 
 
+#: Nodes with at least this many in-bag samples keep whole histograms, so that a child's can be the parent's minus
+#: its sibling's (below it, building a histogram costs less than subtracting 256 bins).
+SUBTRACT_FROM = 512
+#: Memory for one tree's stored histograms (they live only while their node or its pending children need them).
+HIST_POOL_BYTES = 32 * 2**20
+
+
+@njit(cache=True)
+def _build_histograms(H, Xb, feats, n_feats, idx, iw, ic, iwy, start, end, is_reg):
+    """Histograms of samples ``idx[start:end]`` over every feature of the subspace (bin 255 = missing)."""
+    H[:n_feats] = 0.0
+    for j in range(n_feats):
+        f = feats[j]
+        for ii in range(start, end):
+            b = Xb[f, idx[ii]]
+            if is_reg:
+                H[j, b, 0] += iw[ii]
+                H[j, b, 1] += iwy[ii]
+            else:
+                H[j, b, ic[ii]] += iw[ii]
+
+
 @njit(cache=True)
 def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, state: np.ndarray) -> np.ndarray:
     """Bootstrap draw counts; stratified by class so that every class keeps its size in every tree."""
@@ -85,6 +107,46 @@ def _weight(stats: np.ndarray, is_reg: bool) -> float:
     return w
 
 
+@njit(inline="always")
+def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc) -> int:
+    """Statistics of the bins of feature ``f`` present in a node, in bin order (``cb``, ``hc``), the missing ones
+    in ``miss``; returns how many bins are present.
+
+    A bitmap of the bins touched lists them in order afterwards, so neither clearing nor scanning costs the (up
+    to 255) bins a small node never sees.
+    """
+    for k in range(miss.shape[0]):
+        miss[k] = 0.0
+    for ii in range(start, end):
+        b = Xb[f, idx[ii]]
+        if b == MISSING:
+            if is_reg:
+                miss[0] += iw[ii]
+                miss[1] += iwy[ii]
+            else:
+                miss[ic[ii]] += iw[ii]
+            continue
+        seen[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        if is_reg:
+            h[b, 0] += iw[ii]
+            h[b, 1] += iwy[ii]
+        else:
+            h[b, ic[ii]] += iw[ii]
+    n_present = 0
+    for word in range(4):
+        bits = seen[word]
+        while bits != np.uint64(0):
+            low = bits & (~bits + np.uint64(1))
+            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            cb[n_present] = b
+            hc[n_present, :] = h[b]
+            h[b, :] = 0.0
+            n_present += 1
+            bits ^= low
+        seen[word] = np.uint64(0)
+    return n_present
+
+
 @njit(cache=True)
 def _grow_one(
     Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, n_bins, seed, bootstrap,
@@ -139,11 +201,24 @@ def _grow_one(
     st_start = np.empty(cap, dtype=np.int64)
     st_end = np.empty(cap, dtype=np.int64)
     st_depth = np.empty(cap, dtype=np.int64)
+    st_buf = np.empty(cap, dtype=np.int64)  # the stored histograms a pending node inherits (-1: none)
+
+    # Histogram subtraction needs every feature's histogram at every node: not with per-split feature sampling.
+    n_buf = 0
+    if split_k <= 0 or split_k >= n_feats:
+        n_buf = min(max_depth + 2, HIST_POOL_BYTES // (n_feats * 256 * n_stats * 8) - 1)
+    n_buf = max(n_buf, 0)
+    pool = np.empty((n_buf + 1 if n_buf > 0 else 1, n_feats if n_buf > 0 else 1, 256, n_stats), dtype=np.float64)
+    free = np.empty(max(n_buf, 1), dtype=np.int64)  # ids of unused buffers; id n_buf is the sibling scratch
+    n_free = n_buf
+    for q in range(n_buf):
+        free[q] = n_buf - 1 - q
     sp = 0
     st_node[0] = 0
     st_start[0] = 0
     st_end[0] = m
     st_depth[0] = 0
+    st_buf[0] = -1
     sp = 1
     n_nodes = 1
 
@@ -153,6 +228,7 @@ def _grow_one(
         start = st_start[sp]
         end = st_end[sp]
         depth = st_depth[sp]
+        buf = st_buf[sp]
 
         parent[:] = 0.0
         for ii in range(start, end):
@@ -173,15 +249,20 @@ def _grow_one(
         o_feature[node] = -1
         o_gain[node] = 0.0
 
-        if depth >= max_depth or W < 2 * min_samples_leaf or n_nodes + 2 > cap:
-            continue
+        pure = False
         if not is_reg:
-            pure = False
             for k in range(n_classes):
                 if parent[k] == W:
                     pure = True
-            if pure:
-                continue
+        if pure or depth >= max_depth or W < 2 * min_samples_leaf or n_nodes + 2 > cap:
+            if buf >= 0:
+                free[n_free] = buf
+                n_free += 1
+            continue
+        if buf < 0 and n_buf > 0 and end - start >= SUBTRACT_FROM and n_free > 0:
+            n_free -= 1
+            buf = free[n_free]
+            _build_histograms(pool[buf], Xb, feats, n_feats, idx, iw, ic, iwy, start, end, is_reg)
 
         # Candidate features of this node: the tree's subspace, or a random part of it.
         n_cand = n_feats
@@ -207,37 +288,19 @@ def _grow_one(
         for cj in range(n_cand):
             j = cand[cj]
             f = feats[j]
-            # Histogram of the node's samples over this feature's bins; a bitmap of the bins touched lists them in
-            # order afterwards, so neither clearing nor scanning costs the (up to 255) bins a small node never sees.
-            for k in range(n_stats):
-                miss[k] = 0.0
-            for ii in range(start, end):
-                b = Xb[f, idx[ii]]
-                if b == MISSING:
-                    if is_reg:
-                        miss[0] += iw[ii]
-                        miss[1] += iwy[ii]
-                    else:
-                        miss[ic[ii]] += iw[ii]
-                    continue
-                seen[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
-                if is_reg:
-                    h[b, 0] += iw[ii]
-                    h[b, 1] += iwy[ii]
-                else:
-                    h[b, ic[ii]] += iw[ii]
-            n_present = 0
-            for word in range(4):
-                bits = seen[word]
-                while bits != np.uint64(0):
-                    low = bits & (~bits + np.uint64(1))
-                    b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
-                    cb[n_present] = b
-                    hc[n_present, :] = h[b]
-                    h[b, :] = 0.0
-                    n_present += 1
-                    bits ^= low
-                seen[word] = np.uint64(0)
+            if buf >= 0:
+                # This node's histograms are stored: list the present bins of feature j in order.
+                Hj = pool[buf, j]
+                n_present = 0
+                for b in range(MISSING):
+                    if _weight(Hj[b], is_reg) > 0:
+                        cb[n_present] = b
+                        hc[n_present, :] = Hj[b]
+                        n_present += 1
+                for k in range(n_stats):
+                    miss[k] = Hj[MISSING, k]
+            else:
+                n_present = _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc)
             nominal = is_nominal[f]
             if not nominal and n_stats == 2 and _weight(miss, is_reg) == 0:
                 # The common case (binary classification or regression, numeric, nothing missing in the node), in
@@ -369,6 +432,9 @@ def _grow_one(
                                 best_thr = cb[b]
 
         if best_j < 0:
+            if buf >= 0:
+                free[n_free] = buf
+                n_free += 1
             continue
 
         f = feats[best_j]
@@ -409,6 +475,31 @@ def _grow_one(
             ic[nl + q] = tmp_c[q]
             iwy[nl + q] = tmp_wy[q]
 
+        # Stored histograms pass to the larger child as the parent's minus the smaller child's (built directly, into
+        # a buffer of its own if it is large enough to keep one, else into the scratch buffer).
+        buf_l = -1
+        buf_r = -1
+        if buf >= 0:
+            small_left = nl - start <= end - nl
+            s_start, s_end = (start, nl) if small_left else (nl, end)
+            if max(nl - start, end - nl) >= SUBTRACT_FROM:
+                sbuf = n_buf
+                if s_end - s_start >= SUBTRACT_FROM and n_free > 0:
+                    n_free -= 1
+                    sbuf = free[n_free]
+                _build_histograms(pool[sbuf], Xb, feats, n_feats, idx, iw, ic, iwy, s_start, s_end, is_reg)
+                P = pool[buf]
+                S = pool[sbuf]
+                for j in range(n_feats):
+                    for b in range(256):
+                        for k in range(n_stats):
+                            P[j, b, k] -= S[j, b, k]
+                kept = sbuf if sbuf != n_buf else -1
+                buf_l, buf_r = (kept, buf) if small_left else (buf, kept)
+            else:
+                free[n_free] = buf
+                n_free += 1
+
         lc = n_nodes
         rc = n_nodes + 1
         n_nodes += 2
@@ -419,11 +510,13 @@ def _grow_one(
         st_start[sp] = nl
         st_end[sp] = end
         st_depth[sp] = depth + 1
+        st_buf[sp] = buf_r
         sp += 1
         st_node[sp] = lc
         st_start[sp] = start
         st_end[sp] = nl
         st_depth[sp] = depth + 1
+        st_buf[sp] = buf_l
         sp += 1
     return n_nodes
 
