@@ -11,6 +11,7 @@ within a row are summed so that every row comes out sorted and without duplicate
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -229,10 +230,30 @@ def _compact(m, indptr, counts, indices, data):
     indptr[m] = dst
 
 
-def _tree_depths(trees: Trees) -> np.ndarray:
-    """The depth of every tree (its deepest leaf)."""
+@dataclass(frozen=True)
+class NodeTable:
+    """What an encoding needs of a packed forest besides routing: every node's column and value, and the most
+    entries a single-path row can hold (the sum over trees of the deepest leaf's depth + 1). A forest keeps its
+    table while it does not change, so that encoding a few rows does not pay for all nodes."""
+
+    col: np.ndarray
+    val: np.ndarray
+    path_bound: int
+
+
+def node_table(trees: Trees, seeds: np.ndarray, tree_weights: np.ndarray, n_components: int | None,
+               values: str = "binary", signed: bool = False) -> NodeTable:
+    """The :class:`NodeTable` of ``trees`` for these encoding arguments."""
+    hashed = n_components is not None
+    dim = int(n_components) if hashed else trees.n_nodes
+    scale = np.sqrt(tree_weights) if values == "weighted" else np.ones(trees.n_trees)
+    col = np.empty(trees.n_nodes, dtype=np.int64)
+    val = np.empty(trees.n_nodes, dtype=np.float64)
+    _node_table(trees.offsets, seeds.astype(np.uint64), scale.astype(np.float64), max(dim, 1), hashed, signed, col,
+                val)
     depth = trees.depth_of_nodes()
-    return np.maximum.reduceat(depth, trees.offsets[:-1]) if trees.n_nodes else np.zeros(0, dtype=np.int64)
+    deepest = np.maximum.reduceat(depth, trees.offsets[:-1]) if trees.n_nodes else np.zeros(0, dtype=np.int64)
+    return NodeTable(col, val, int(deepest.sum()) + trees.n_trees)
 
 
 def sample_keys_from_ids(ids: Any, m: int) -> np.ndarray:
@@ -275,31 +296,29 @@ def encode_binned(
     missing: str = "default",
     signed: bool = False,
     sample_keys: np.ndarray | None = None,
+    table: NodeTable | None = None,
 ) -> sp.csr_matrix:
     """Encode binned samples ``Xb`` (features x samples) through ``trees``; see ``FeatureStreamForest.encode``."""
     check_arguments(n_components, values, missing)
+    if table is None:
+        table = node_table(trees, seeds, tree_weights, n_components, values, signed)
     hashed = n_components is not None
     m = Xb.shape[1]
     dim = int(n_components) if hashed else trees.n_nodes
-    scale = np.sqrt(tree_weights) if values == "weighted" else np.ones(trees.n_trees)
     keys = np.arange(m, dtype=np.uint64) if sample_keys is None else sample_keys.astype(np.uint64)
     max_nodes = int(np.diff(trees.offsets).max()) + 1 if trees.n_trees else 1
     mode = MISSING_MODES.index(missing)
     unit = values == "binary" and mode != 2 and not signed
-    node_col = np.empty(trees.n_nodes, dtype=np.int64)
-    node_val = np.empty(trees.n_nodes, dtype=np.float64)
-    _node_table(trees.offsets, seeds.astype(np.uint64), scale.astype(np.float64), max(dim, 1), hashed, signed,
-                node_col, node_val)
     bits = max(1, int(dim - 1).bit_length())
     passes = -(-bits // _MAX_DIGIT)
     args = (Xb, m, trees.offsets, seeds.astype(np.uint64), trees.feature, trees.threshold, trees.missing_left,
-            trees.nominal, trees.cats, trees.left, trees.right, node_col, node_val, mode, keys, leaves_only, unit,
+            trees.nominal, trees.cats, trees.left, trees.right, table.col, table.val, mode, keys, leaves_only, unit,
             -(-bits // passes), passes, max_nodes)
     counts = np.zeros(m, dtype=np.int64)
     idx_dtype = np.int32 if dim < 2**31 else np.int64
     if mode != 2:
         # One node per level per tree: a row holds at most sum(depth + 1) entries, so one routing pass suffices.
-        bound = trees.n_trees if leaves_only else int(_tree_depths(trees).sum()) + trees.n_trees
+        bound = trees.n_trees if leaves_only else table.path_bound
         counts[:] = bound
     else:
         _encode(*args, counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype), np.zeros(0, np.float32),

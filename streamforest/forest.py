@@ -292,6 +292,7 @@ class FeatureStreamForest:
         self._oob_count = np.zeros(0)
         self._oob_log_ref = 0.0
         self._row_binner: tuple[list[ColumnBinner], int, RowBinner] | None = None
+        self._node_table: tuple[tuple, tuple, encoding.NodeTable] | None = None
 
     @property
     def _n_classes(self) -> int:
@@ -919,11 +920,17 @@ class FeatureStreamForest:
         """
         self._check_fitted()
         Xb = np.ascontiguousarray(self._bin_inputs(X))
-        trees, tree_w, seeds = self._forest()
+        trees, tree_w, seeds = packed = self._forest()
         keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
+        encoding.check_arguments(n_components, values, missing)
+        # The node table is rebuilt only when the packed forest or the arguments change (a new tuple per change).
+        arguments = (n_components, values, signed)
+        cached = self._node_table
+        if cached is None or cached[0] is not packed or cached[1] != arguments:
+            cached = self._node_table = (packed, arguments, encoding.node_table(trees, seeds, tree_w, *arguments))
         with route.threads_for(Xb.shape[1]):
             return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
-                                          signed, keys)
+                                          signed, keys, table=cached[2])
 
     def encode_delta(self, X: Any, since: int, n_components: int | None = 2**18, leaves_only: bool = False,
                      missing: str = "default", signed: bool = False, sample_ids: Any = None) -> sp.csr_matrix:
