@@ -52,6 +52,26 @@ def binned(f: FeatureStreamForest, X: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.stack([b.transform(X[:, j]) for j, b in enumerate(f._binners)]))
 
 
+def oob_from_scratch(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-bag P(class 1) and which samples have one, over the generations whose trees were grown on the
+    current samples (X, y)."""
+    n = X.shape[0]
+    Xb = binned(f, X)
+    y_codes = np.searchsorted(f.classes_, y).astype(np.int32)
+    votes, weight = np.zeros((n, 2)), np.zeros(n)
+    for g, info in zip(f._generations, f.generations_, strict=True):
+        if not g.in_oob:
+            continue
+        leaves = route.leaves(g.trees, Xb, n)
+        for t in range(g.n_trees):
+            oob = bootstrap_counts(n, y_codes, 2, True, np.uint64(g.seeds[t])) == 0
+            w = info["weight_share"] / g.n_trees
+            votes[oob] += w * g.trees.value[g.trees.offsets[t] + leaves[oob, t]]
+            weight[oob] += w
+    seen = weight > 0
+    return np.divide(votes[:, 1], weight, out=np.zeros(n), where=seen), seen
+
+
 # ----------------------------------------------------------------------------- predictions
 
 
@@ -214,21 +234,8 @@ def test_out_of_bag_score_matches_a_computation_from_scratch(kw):
     f = FeatureStreamForest(trees_per_generation=5, max_depth=3, max_subspace=None, random_state=1, **kw)
     reports = feed(f, X, y)
     assert any(r.pruned or r.merged for r in reports)  # the incremental bookkeeping had to remove votes
-    n = X.shape[0]
-    Xb = binned(f, X)
-    y_codes = np.searchsorted(f.classes_, y).astype(np.int32)
-    votes = np.zeros((n, 2))
-    weight = np.zeros(n)
-    for g, info in zip(f._generations, f.generations_, strict=True):
-        leaves = route.leaves(g.trees, Xb, n)
-        for t in range(g.n_trees):
-            oob = bootstrap_counts(n, y_codes, 2, True, np.uint64(g.seeds[t])) == 0
-            w = info["weight_share"] / g.n_trees
-            votes[oob] += w * g.trees.value[g.trees.offsets[t] + leaves[oob, t]]
-            weight[oob] += w
-    seen = weight > 0
-    expected = roc_auc_score(y[seen], votes[seen, 1] / weight[seen])
-    assert reports[-1].oob_after == pytest.approx(expected, rel=1e-9)
+    proba, seen = oob_from_scratch(f, X, y)
+    assert reports[-1].oob_after == pytest.approx(roc_auc_score(y[seen], proba[seen]), rel=1e-9)
 
 
 def test_forest_trees_respect_depth_and_leaf_size():

@@ -8,11 +8,9 @@ import math
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
-from test_forest import binned, check_consistent, wide_stream
+from test_forest import binned, check_consistent, oob_from_scratch, wide_stream
 
 from streamforest import FeatureStreamForest
-from streamforest.tree import route
-from streamforest.tree.grow import bootstrap_counts
 
 
 def drifting(n: int = 1200, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -25,26 +23,6 @@ def drifting(n: int = 1200, d: int = 4, seed: int = 0) -> tuple[np.ndarray, np.n
 
 def small(**kw) -> FeatureStreamForest:
     return FeatureStreamForest(**{"trees_per_generation": 6, "max_depth": 4, "random_state": 3, **kw})
-
-
-def oob_from_scratch(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Out-of-bag P(class 1) and which samples have one, over the generations whose trees were grown on the
-    current samples (X, y)."""
-    n = X.shape[0]
-    Xb = binned(f, X)
-    y_codes = np.searchsorted(f.classes_, y).astype(np.int32)
-    votes, weight = np.zeros((n, 2)), np.zeros(n)
-    for g, info in zip(f._generations, f.generations_, strict=True):
-        if not g.in_oob:
-            continue
-        leaves = route.leaves(g.trees, Xb, n)
-        for t in range(g.n_trees):
-            oob = bootstrap_counts(n, y_codes, 2, True, np.uint64(g.seeds[t])) == 0
-            w = info["weight_share"] / g.n_trees
-            votes[oob] += w * g.trees.value[g.trees.offsets[t] + leaves[oob, t]]
-            weight[oob] += w
-    seen = weight > 0
-    return np.divide(votes[:, 1], weight, out=np.zeros(n), where=seen), seen
 
 
 def check_oob(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray, reported: float) -> None:
