@@ -422,11 +422,6 @@ class FeatureStreamForest:
 
     # ------------------------------------------------------------------ growing
 
-    def _feature_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        is_nominal = np.array([b.is_nominal for b in self._binners], dtype=np.bool_)
-        n_bins = np.array([b.n_bins for b in self._binners], dtype=np.int32)
-        return is_nominal, n_bins
-
     def _split_ks(self, subspaces: list[np.ndarray]) -> np.ndarray:
         """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
         share = self.split_features
@@ -439,10 +434,10 @@ class FeatureStreamForest:
         return np.array([0 if share is None else max(1, math.ceil(share * len(s))) for s in subspaces], dtype=np.int64)
 
     def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray | None) -> Trees:
-        is_nominal, n_bins = self._feature_arrays()
+        is_nominal = np.array([b.is_nominal for b in self._binners], dtype=np.bool_)
         return grow(
             self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces, seeds,
-            is_nominal, n_bins, max_depth=self.max_depth if self.max_depth is not None else 10_000,
+            is_nominal, max_depth=self.max_depth if self.max_depth is not None else 10_000,
             min_samples_leaf=self.min_samples_leaf, split_features=0 if split_ks is None else split_ks,
             min_category_weight=self.min_category_size,
         )

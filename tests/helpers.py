@@ -18,7 +18,6 @@ class Binned:
     binners: list[ColumnBinner]
     Xb: np.ndarray  # (d, n), C-contiguous
     is_nominal: np.ndarray
-    n_bins: np.ndarray
 
     def transform(self, columns: list[np.ndarray]) -> np.ndarray:
         return np.ascontiguousarray(np.stack([b.transform(c) for b, c in zip(self.binners, columns, strict=True)]))
@@ -32,7 +31,6 @@ def bin_columns(columns: list[np.ndarray], kinds: list[str | None] | None = None
         binners=binners,
         Xb=Xb,
         is_nominal=np.array([b.is_nominal for b in binners], dtype=np.bool_),
-        n_bins=np.array([b.n_bins for b in binners], dtype=np.int32),
     )
 
 
@@ -60,7 +58,7 @@ def grow_tree(
     sub = np.arange(d, dtype=np.int64) if subspace is None else np.asarray(subspace, dtype=np.int64)
     return grow(
         data.Xb, n, y_cls, y_reg, n_classes, [sub] * len(seeds), np.array(seeds, dtype=np.uint64),
-        data.is_nominal, data.n_bins, max_depth=max_depth, min_samples_leaf=min_samples_leaf, bootstrap=bootstrap,
+        data.is_nominal, max_depth=max_depth, min_samples_leaf=min_samples_leaf, bootstrap=bootstrap,
     )
 
 

@@ -149,7 +149,7 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
 
 @njit(cache=True)
 def _grow_one(
-    Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, n_bins, seed, bootstrap,
+    Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, seed, bootstrap,
     max_depth, min_samples_leaf, split_k, cap, min_category_weight,
     o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight,
 ):
@@ -523,7 +523,7 @@ def _grow_one(
 
 @njit(parallel=True, cache=True)
 def grow_trees(
-    Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, n_bins, seeds, bootstrap,
+    Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, seeds, bootstrap,
     max_depth, min_samples_leaf, split_ks, cap, min_category_weight,
     o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight, o_n_nodes,
 ):
@@ -531,7 +531,7 @@ def grow_trees(
     draws ``split_ks[t]`` of its features at every split (0: all of them)."""
     for t in prange(seeds.shape[0]):
         o_n_nodes[t] = _grow_one(
-            Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal, n_bins,
+            Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal,
             seeds[t], bootstrap, max_depth, min_samples_leaf, split_ks[t], cap, min_category_weight,
             o_feature[t], o_thr[t], o_missleft[t], o_nominal[t], o_cats[t], o_left[t], o_right[t],
             o_value[t], o_gain[t], o_weight[t],

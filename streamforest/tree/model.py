@@ -125,7 +125,6 @@ def grow(
     subspaces: list[np.ndarray],
     seeds: np.ndarray,
     is_nominal: np.ndarray,
-    n_bins: np.ndarray,
     *,
     max_depth: int,
     min_samples_leaf: float,
@@ -165,7 +164,7 @@ def grow(
     }
     n_nodes = np.zeros(n_trees, dtype=np.int64)
     grow_trees(
-        Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal, n_bins,
+        Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal,
         seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_ks, cap,
         float(min_category_weight),
         o["feature"], o["threshold"], o["missing_left"], o["nominal"], o["cats"], o["left"], o["right"],
