@@ -356,3 +356,61 @@ def test_importances_are_normalised_per_tree():
     imp = trees.importances(4)
     np.testing.assert_allclose(imp.sum(axis=1), 1.0)
     assert np.all(imp[:, [1, 3]] == 0)  # features outside the subspace are never used
+
+
+def _best_gain_brute_force(Xb: np.ndarray, stats: np.ndarray, regression: bool, min_leaf: float) -> float:
+    """The best gain over every feature and threshold of a node (numeric bins, nothing missing), by cumulative
+    sums over all 255 bins: what histograms, bitmaps and histogram subtraction must all agree with."""
+
+    def score(s: np.ndarray) -> np.ndarray:
+        w = s[..., 0] if regression else s.sum(-1)
+        num = s[..., 1] ** 2 if regression else (s**2).sum(-1)
+        return np.divide(num, w, out=np.zeros_like(w), where=w > 0)
+
+    total = stats.sum(0)
+    best = 0.0
+    for f in range(Xb.shape[0]):
+        hist = np.zeros((256, stats.shape[1]))
+        np.add.at(hist, Xb[f].astype(np.int64), stats)
+        left = np.cumsum(hist, axis=0)[:-1]
+        right = total - left
+        wl = left[:, 0] if regression else left.sum(1)
+        wr = right[:, 0] if regression else right.sum(1)
+        ok = (wl >= min_leaf) & (wr >= min_leaf) & (wl > 0) & (wr > 0)
+        gains = score(left) + score(right) - score(total)
+        if ok.any():
+            best = max(best, float(gains[ok].max()))
+    return best
+
+
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_splits_of_large_nodes_are_the_best_ones(task):
+    # 4,000 samples: the root and its children hold over 512 samples, so their histograms are stored and the larger
+    # child's come from subtraction; every split must still be the best one found by brute force.
+    rng = np.random.default_rng(11)
+    n, d = 4000, 5
+    X = rng.normal(size=(n, d))
+    data = bin_columns([X[:, j] for j in range(d)])
+    if task == "regression":
+        y = X[:, 0] * 2 + np.sin(3 * X[:, 1]) + rng.normal(scale=0.3, size=n)
+        stats = np.column_stack([np.ones(n), y])
+    else:
+        y = np.digitize(X[:, 0] + 0.5 * X[:, 2] + rng.normal(scale=0.5, size=n), [-0.5, 0.5])
+        stats = np.eye(3)[y]
+    trees = grow_tree(data, y, regression=task == "regression", max_depth=3, min_samples_leaf=5)
+    depth = trees.depth_of_nodes()
+    node_of = np.zeros(n, dtype=np.int64)
+    checked = 0
+    for _ in range(3):
+        for node in np.unique(node_of):
+            if trees.left[node] < 0:
+                continue
+            members = node_of == node
+            if members.sum() >= 512:
+                expected = _best_gain_brute_force(data.Xb[:, members], stats[members], task == "regression", 5)
+                assert trees.gain[node] == pytest.approx(expected, rel=1e-9)
+                checked += 1
+            f, t = trees.feature[node], trees.threshold[node]
+            go_left = data.Xb[f, members] <= t
+            node_of[np.flatnonzero(members)] = np.where(go_left, trees.left[node], trees.right[node])
+    assert checked >= 3 and depth.max() == 3
