@@ -7,10 +7,10 @@ from typing import Any
 
 from river import base
 
-from .driver import DrivenEstimator, ForestDriver, check_params
+from .driver import WindowForest
 
 
-class ForestClassifier(DrivenEstimator, base.Classifier):
+class ForestClassifier(WindowForest, base.Classifier):
     """A :class:`~streamforest.FeatureStreamForest` grown on a window of recent samples, where new keys become features.
 
     Binary and multiclass. How the sample stream drives the forest:
@@ -96,37 +96,6 @@ class ForestClassifier(DrivenEstimator, base.Classifier):
     >>> [g["forced"] for g in model.forest.generations_ if g["forced"]]
     [['is_popular']]
     """
-
-    def __init__(
-        self,
-        window_size: int = 2000,
-        grace_period: int = 50,
-        refresh_every: int | None = 100,
-        min_key_count: int = 20,
-        trees_per_generation: int = 30,
-        max_features: float | int = 1.0,
-        split_features: float | None = 0.5,
-        max_depth: int | None = 16,
-        min_samples_leaf: float = 3,
-        max_generations: int | None = 8,
-        prune_threshold: float = 0.01,
-        seed: int | None = None,
-    ) -> None:
-        self.window_size = window_size
-        self.grace_period = grace_period
-        self.refresh_every = refresh_every
-        self.min_key_count = min_key_count
-        self.trees_per_generation = trees_per_generation
-        self.max_features = max_features
-        self.split_features = split_features
-        self.max_depth = max_depth
-        self.min_samples_leaf = min_samples_leaf
-        self.max_generations = max_generations
-        self.prune_threshold = prune_threshold
-        self.seed = seed
-        params = self._get_params()
-        check_params(params)
-        self._driver = ForestDriver(params, task="classification")
 
     @property
     def _multiclass(self) -> bool:
