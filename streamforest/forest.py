@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -46,12 +47,16 @@ class Generation:
     # can say which of them they did not see (set_samples replaces the samples under older trees).
     in_oob: bool = True
     # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
-    # samples grows the same trees.
+    # samples grows the same trees (None, from files saved before it existed: 0 for every tree).
     split_ks: np.ndarray | None = None
     # This generation's out-of-bag votes and counts on the current samples, kept (within OOB_CACHE_BYTES) so that
     # pruning or merging it away does not route the samples through its trees a second time.
     _oob_votes: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _importance: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.split_ks is None:
+            self.split_ks = np.zeros(self.trees.n_trees, dtype=np.int64)
 
     @property
     def n_trees(self) -> int:
@@ -66,10 +71,6 @@ class Generation:
         k = min(n_features, self._importance.size)
         out[:k] = self._importance[:k]
         return out
-
-
-def _split_ks_of(gen: Generation) -> np.ndarray:
-    return gen.split_ks if gen.split_ks is not None else np.zeros(gen.n_trees, dtype=np.int64)
 
 
 def _pack(generations: list[Generation]) -> tuple[Trees, np.ndarray]:
@@ -433,17 +434,24 @@ class FeatureStreamForest:
             return np.array([math.ceil(math.sqrt(len(s))) for s in subspaces], dtype=np.int64)
         return np.array([0 if share is None else max(1, math.ceil(share * len(s))) for s in subspaces], dtype=np.int64)
 
-    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray | None) -> Trees:
+    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray) -> Trees:
         is_nominal = np.array([b.is_nominal for b in self._binners], dtype=np.bool_)
         return grow(
             self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces, seeds,
             is_nominal, max_depth=self.max_depth if self.max_depth is not None else 10_000,
-            min_samples_leaf=self.min_samples_leaf, split_features=0 if split_ks is None else split_ks,
+            min_samples_leaf=self.min_samples_leaf, split_features=split_ks,
             min_category_weight=self.min_category_size,
         )
 
     def _seeds(self, generation: int, n_trees: int) -> np.ndarray:
         return np.array([derive_seed(self._seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
+
+    def _uniform_masks(self, generation: int) -> np.ndarray:
+        """Subspaces where every feature joins with the same probability (the offline forest, refreshes)."""
+        d = self.n_features_in_
+        rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
+        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
+        return sampling.uniform(rng, self.trees_per_generation, d, k / d)
 
     def _sample_masks(self, generation: int) -> np.ndarray:
         d = self.n_features_in_
@@ -473,8 +481,6 @@ class FeatureStreamForest:
         kind
             ``"numeric"`` or ``"nominal"``; inferred from the values when omitted.
         """
-        import time
-
         start = time.perf_counter()
         if not isinstance(name, str) or not name:
             raise TypeError(f"a feature name must be a non-empty string, got {name!r}")
@@ -499,8 +505,7 @@ class FeatureStreamForest:
         if first:
             self._set_target(y)
             self._store = ColumnStore(values.shape[0])
-            self._oob_sum = np.zeros((values.shape[0], max(self._n_classes, 1)))
-            self._oob_count = np.zeros(values.shape[0])
+            self._clear_oob()
         elif y is not None:
             self._check_same_labels(y)
         self._binners.append(binner)
@@ -514,16 +519,21 @@ class FeatureStreamForest:
         use = masks.sum(axis=0).astype(np.float64)
         log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
         self._add_generation(gen_id, [name], log_w, sampling.masks_to_subspaces(masks))
+        return self._settle(name, before, start)
+
+    def _settle(self, feature: str, before: float | None, start: float) -> FeatureReport:
+        """After a new generation (the newest; ``max_generations >= 2`` never merges it): prune, keep the budget,
+        publish the new model version, and report on the generation (``feature`` is the forced one, or "")."""
+        gen = self._generations[-1]
         pruned = self._prune()
         merged = self._enforce_budget()
         after = self._oob_value()
-        gen = next(g for g in self._generations if name in g.forced)
-        share = dict((g["id"], g["weight_share"]) for g in self.generations_)[gen.id]
-        imp = self._importance_vector()
+        share = float(shares(np.array([g.log_weight for g in self._generations]))[-1])
+        importance = float(self._importance_vector()[-1]) if feature else 0.0
         self._bump_version()
         return FeatureReport(
-            feature=name, generation=gen_id, log_weight=log_w, weight_share=share, n_trees=gen.n_trees,
-            pruned=pruned, merged=merged, importance=float(imp[-1]), oob_metric=self._oob_metric_name(),
+            feature=feature, generation=gen.id, log_weight=gen.log_weight, weight_share=share, n_trees=gen.n_trees,
+            pruned=pruned, merged=merged, importance=importance, oob_metric=self._oob_metric_name(),
             oob_before=before, oob_after=after, seconds=time.perf_counter() - start,
         )
 
@@ -576,7 +586,7 @@ class FeatureStreamForest:
                 id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
                 subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
                 seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=self.model_version_ + 1,
-                split_ks=np.concatenate([_split_ks_of(a)[:n_a], _split_ks_of(b)[:n_b]]),
+                split_ks=np.concatenate([a.split_ks[:n_a], b.split_ks[:n_b]]),
                 in_oob=a.in_oob and b.in_oob,
             )
             self._bury(a)
@@ -641,12 +651,17 @@ class FeatureStreamForest:
             return roc_auc(self._y_cls[ok] == 1, pred[:, 1])
         return log_loss(self._y_cls[ok], pred)
 
-    def _recompute_oob(self) -> None:
+    def _clear_oob(self) -> None:
+        """Empty out-of-bag sums for the current samples; no generation's votes in them (or cached) any more."""
         self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
         self._oob_count = np.zeros(self.n_samples_)
         self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
         for g in self._generations:
+            g.in_oob = False
             g._oob_votes = None
+
+    def _recompute_oob(self) -> None:
+        self._clear_oob()
         for g in self._generations:
             g.in_oob = True
             self._oob_apply(g, +1.0)
@@ -721,12 +736,7 @@ class FeatureStreamForest:
         codes, yr = self._encode_labels(y)
         self._store = ColumnStore.from_array(Xb)
         self._y_cls, self._y_reg = codes, yr
-        for g in self._generations:
-            g.in_oob = False
-            g._oob_votes = None
-        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
-        self._oob_count = np.zeros(self.n_samples_)
-        self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        self._clear_oob()
         self._graveyard = []
         self._bump_version()
         self._delta_floor = self.model_version_
@@ -758,33 +768,19 @@ class FeatureStreamForest:
         >>> r.feature, r.generation, [g["forced"] for g in f.generations_], round(r.weight_share, 1)   # about 2/3
         ('', 1, [[], []], 0.7)
         """
-        import time
-
         start = time.perf_counter()
         self._check_fitted()
         before = self._oob_value()
         gen_id = self._next_generation
         self._next_generation += 1
-        d = self.n_features_in_
-        rng = np.random.default_rng(derive_seed(self._seed, gen_id, 0xFEA7))
-        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
-        masks = sampling.uniform(rng, self.trees_per_generation, d, k / d)
+        masks = self._uniform_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger":
             log_w = self._ledger.refresh(use, self.trees_per_generation)
         else:
             log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [], log_w, sampling.masks_to_subspaces(masks))
-        gen = self._generations[-1]
-        pruned = self._prune()
-        merged = self._enforce_budget()
-        share = dict((g["id"], g["weight_share"]) for g in self.generations_)[gen.id]
-        self._bump_version()
-        return FeatureReport(
-            feature="", generation=gen_id, log_weight=log_w, weight_share=share, n_trees=gen.n_trees,
-            pruned=pruned, merged=merged, importance=0.0, oob_metric=self._oob_metric_name(),
-            oob_before=before, oob_after=self._oob_value(), seconds=time.perf_counter() - start,
-        )
+        return self._settle("", before, start)
 
     def fit(self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> FeatureStreamForest:
         """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
@@ -813,14 +809,10 @@ class FeatureStreamForest:
             self._binners.append(b)
             self.feature_names_.append(name)
             self._store.add_column(b.transform(col))
-        d = len(names)
-        rng = np.random.default_rng(derive_seed(self._seed, 0, 0xFEA7))
-        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
-        masks = sampling.uniform(rng, self.trees_per_generation, d, k / d)
+        masks = self._uniform_masks(0)
         log_w = self._ledger.uniform(masks.sum(axis=0).astype(np.float64))
         self._next_generation = 1
-        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
-        self._oob_count = np.zeros(self.n_samples_)
+        self._clear_oob()
         self._add_generation(0, [], log_w, sampling.masks_to_subspaces(masks))
         self._bump_version()
         self._delta_floor = self.model_version_
