@@ -274,8 +274,8 @@ class DrivenEstimator:
 
 
 class WindowForest(DrivenEstimator):
-    """The constructor :class:`ForestClassifier` and :class:`ForestRegressor` share (the same parameters, see
-    their docstrings); ``_task`` says which one is driven."""
+    """The constructor the River estimators share (the parameters are documented in their docstrings); ``_task``
+    says what the driver learns (:class:`ForestEncoder` adds its own parameters and sets it from ``task``)."""
 
     _task = "classification"
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from river import base
 
-from .driver import DrivenEstimator, ForestDriver, check_params
+from .driver import WindowForest
 
 TASKS = ("auto", "classification", "regression")
 VALUES = ("binary", "weighted")
@@ -16,7 +16,7 @@ VALUES = ("binary", "weighted")
 # SupervisedTransformer first: River's pipeline treats a class that is only a SupervisedTransformer as a final step
 # (and passes the raw x on during learning); being a Transformer too makes it an intermediate step that learns
 # from (x, y) and hands its encoding to the next step.
-class ForestEncoder(DrivenEstimator, base.SupervisedTransformer, base.Transformer):
+class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
     """The nodes a sample visits in a forest grown on the stream, hashed into a sparse vector (Vens & Costa, 2011).
 
     ``transform_one(x)`` returns ``{column: value}``: one entry per node that ``x`` visits in every alive tree
@@ -106,24 +106,6 @@ class ForestEncoder(DrivenEstimator, base.SupervisedTransformer, base.Transforme
         task: str = "auto",
         seed: int | None = None,
     ) -> None:
-        self.window_size = window_size
-        self.grace_period = grace_period
-        self.refresh_every = refresh_every
-        self.min_key_count = min_key_count
-        self.trees_per_generation = trees_per_generation
-        self.max_features = max_features
-        self.split_features = split_features
-        self.max_depth = max_depth
-        self.min_samples_leaf = min_samples_leaf
-        self.max_generations = max_generations
-        self.prune_threshold = prune_threshold
-        self.n_components = n_components
-        self.leaves_only = leaves_only
-        self.values = values
-        self.task = task
-        self.seed = seed
-        params = self._get_params()
-        check_params(params)
         if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         if not isinstance(leaves_only, bool):
@@ -132,7 +114,13 @@ class ForestEncoder(DrivenEstimator, base.SupervisedTransformer, base.Transforme
             raise ValueError(f"values must be one of {VALUES}, got {values!r}")
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-        self._driver = ForestDriver(params, task=task)
+        self.n_components = n_components
+        self.leaves_only = leaves_only
+        self.values = values
+        self.task = task
+        self._task = task
+        super().__init__(window_size, grace_period, refresh_every, min_key_count, trees_per_generation, max_features,
+                         split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, seed)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
         return self._driver.encode(x, n_components=self.n_components, values=self.values,
