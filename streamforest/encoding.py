@@ -5,8 +5,10 @@ and the tree's index in it (:func:`streamforest._random.derive_seed`), so the id
 saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest._random.mix64`), never with
 Python's salted ``hash``, so an encoding is the same in every process and on every machine.
 
-Routing is numba, parallel over samples, in two passes (count, then fill) straight into CSR arrays; collisions
-within a row are summed so that every row comes out sorted and without duplicates.
+Routing is numba, parallel over samples, straight into CSR arrays: one pass into room for the longest possible
+path of every row, then the gaps closed in place (with ``missing="split"`` a row's length is not bounded by the
+depths, so a counting pass comes first). Each row is sorted by a radix sort and its collisions are summed, so that
+every row comes out canonical (sorted, no duplicates).
 """
 
 from __future__ import annotations
