@@ -24,10 +24,10 @@ import numpy as np
 import orjson
 from river import evaluate, linear_model, metrics, optim, preprocessing
 
-from streamforest.cli import produce_messages
 from streamforest.connectors.river import iter_encodings, read_records
 from streamforest.datasets import bundled_dir, read_manifest
 from streamforest.engine.core import EngineConfig
+from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import run
 
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
 EXAMPLES = """\
@@ -20,56 +19,10 @@ examples:
 """
 
 
-def _json_number(v: Any) -> Any:
-    if isinstance(v, float):
-        return None if np.isnan(v) else (int(v) if v.is_integer() else v)
-    return v
-
-
-def produce_messages(csv_path: Path, target: str, stream: str, seed: int = 0, test_fraction: float = 1 / 3,
-                     order: str = "random", nominal: set[str] = frozenset(), chunk: int = 0):
-    """The messages of a dataset: one ``samples`` message (test rows unlabelled), then one ``feature`` per column.
-
-    Sample ids are the 0-based CSV row numbers, as strings. Returns the messages and the test row indices.
-    """
-    from streamforest.datasets import bundled_dir, load_csv, read_manifest, stratified_split
-
-    csv_path = Path(csv_path)
-    if not csv_path.exists():
-        bundled = {r["name"]: r for r in read_manifest(bundled_dir())}
-        if str(csv_path) not in bundled:
-            raise ValueError(f"no file {csv_path} (and no bundled dataset of that name: {sorted(bundled)})")
-        row = bundled[str(csv_path)]
-        csv_path = bundled_dir() / row["file"]
-        nominal = set(nominal) | {c for c in row["nominal_cols"].split(";") if c}
-    data = load_csv(csv_path, set(nominal), target=target)
-    _, test = stratified_split(data.y, seed, test_fraction) if test_fraction > 0 else (
-        np.arange(data.n), np.zeros(0, dtype=np.int64))
-    is_test = np.zeros(data.n, dtype=bool)
-    is_test[test] = True
-    ids = [str(i) for i in range(data.n)]
-    labels = [None if t else _json_number(v) for t, v in zip(is_test.tolist(), data.y.tolist(), strict=True)]
-    msgs = [{"v": 1, "type": "samples", "stream": stream,
-             "samples": [{"id": i, "label": lab} for i, lab in zip(ids, labels, strict=True)]}]
-    names = list(data.columns)
-    if order == "random":
-        names = [names[j] for j in np.random.default_rng(seed).permutation(len(names))]
-    step = chunk if chunk > 0 else data.n
-    for name in names:
-        values = [_json_number(v) for v in data.columns[name].tolist()]
-        parts = max(1, -(-data.n // step))
-        for p in range(parts):
-            lo, hi = p * step, min(data.n, (p + 1) * step)
-            msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "ids": ids[lo:hi],
-                   "values": values[lo:hi], "kind": data.kinds[name]}
-            if parts > 1:
-                msg.update(part=p, parts=parts)
-            msgs.append(msg)
-    return msgs, test, data
-
-
 def cmd_produce(args: argparse.Namespace) -> int:
     nominal = set(args.nominal.split(",")) if args.nominal else set()
+    from streamforest.engine.produce import produce_messages
+
     msgs, _, _ = produce_messages(Path(args.csv), args.target, args.stream, args.seed, args.test_fraction,
                                   args.order, nominal, args.chunk)
     out = sys.stdout.buffer

@@ -36,8 +36,8 @@ def _test_auc(records: list[dict], y: np.ndarray, test: np.ndarray, classes: lis
 
 
 def demo(out: Path, dataset: str = "diabetes_37.csv", seed: int = 0) -> int:
-    from streamforest.cli import produce_messages
     from streamforest.engine.core import EngineConfig
+    from streamforest.engine.produce import produce_messages
     from streamforest.engine.runtime import run
 
     rows = {r["file"]: r for r in read_manifest(bundled_dir())}

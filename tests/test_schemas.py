@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from streamforest.cli import produce_messages
 from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.messages import Refused, decode, parse
+from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import OUTPUT_FILES, run
 
 ROOT = Path(__file__).resolve().parents[1]

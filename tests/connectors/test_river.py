@@ -12,7 +12,6 @@ import orjson
 import pytest
 from river import checks, compose, datasets, linear_model, metrics, optim
 
-from streamforest.cli import produce_messages
 from streamforest.connectors.river import (
     ForestClassifier,
     ForestEncoder,
@@ -23,6 +22,7 @@ from streamforest.connectors.river import (
 )
 from streamforest.connectors.river.window import SampleWindow
 from streamforest.engine.core import EngineConfig
+from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import run
 
 PHISHING = list(datasets.Phishing())

@@ -12,8 +12,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from streamforest.cli import produce_messages
 from streamforest.engine.core import EngineConfig
+from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import OUTPUT_FILES, run
 
 from .support import CLI, DIABETES, MAGIC, TINY, dumps, label, task, task_messages, untimed
