@@ -32,36 +32,76 @@ def cmd_produce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _engine_config(args: argparse.Namespace):
+def _bounded_int(low: int, high: int | None = None) -> Any:
+    """An argparse type: an integer in ``low..high``, refused when the command starts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 0)  # 0x..., 1_000 and plain decimals
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            span = f"at least {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
+        return value
+
+    return parse
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """The options that configure the engine, shared by every command that runs one (``run``, ``kafka run``);
+    :func:`engine_config` turns them into an :class:`~streamforest.engine.core.EngineConfig`."""
+    from streamforest.engine.core import MAX_MESSAGE_BYTES, MAX_N_COMPONENTS
+
+    parser.add_argument("--seed", type=_bounded_int(0, 2**63 - 1), default=0, help="the forests' random_state")
+    parser.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
+                        help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable; the value "
+                             "is read as JSON, or as a string when it is not JSON)")
+    parser.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
+                        help="which samples get predictions/encodings after each model change")
+    parser.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
+                        help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
+    parser.add_argument("--n-components", type=_bounded_int(1, MAX_N_COMPONENTS), default=2**18,
+                        help="width of the hashed encodings, 1..2**31-1 (default 2**18)")
+    parser.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
+    parser.add_argument("--max-message-bytes", type=_bounded_int(1), default=MAX_MESSAGE_BYTES,
+                        help=f"refuse messages longer than this (dead letters keep their first 4 KiB and their "
+                             f"length); default {MAX_MESSAGE_BYTES} (16 MiB): send larger feature columns in parts")
+
+
+def engine_config(args: argparse.Namespace):
+    """The :class:`~streamforest.engine.core.EngineConfig` of the options :func:`add_engine_options` added;
+    ``ValueError`` naming the bad option."""
     from streamforest.engine.core import EngineConfig
 
     forest: dict[str, Any] = {"random_state": args.seed}
     for kv in args.forest_param or []:
-        if "=" not in kv:
+        k, eq, v = kv.partition("=")
+        if not eq or not k:
             raise ValueError(f"--forest-param expects key=value, got {kv!r}")
-        k, v = kv.split("=", 1)
         try:
             forest[k] = json.loads(v)
         except json.JSONDecodeError:
             forest[k] = v  # a bare word: a string parameter such as policy=baseline
-    return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
-                        n_components=args.n_components, encoding_values=args.encoding_values)
+    try:
+        return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
+                            n_components=args.n_components, encoding_values=args.encoding_values,
+                            max_message_bytes=args.max_message_bytes)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"bad engine option: {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from streamforest.engine.runtime import run
-
-    config = _engine_config(args)
     from streamforest.engine.core import Engine
+    from streamforest.engine.runtime import check_input, run
 
+    config = engine_config(args)  # every option is checked before anything is read or written
+    check_input(args.input)
     engine = Engine(config)
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=engine.metrics.registry)
-    if args.input != "-" and not Path(args.input).exists():
-        print(f"streamforest run: no input file {args.input}", file=sys.stderr)
-        return 1
     run(args.input, args.output, config, args.checkpoint_dir, args.checkpoint_every, engine=engine,
         progress=args.progress and sys.stderr.isatty())
     return 0
@@ -134,19 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="JSONL file, or - for stdin")
     p.add_argument("--output", required=True, help="output directory, or - for stdout")
     p.add_argument("--checkpoint-dir", help="where to checkpoint state (and resume from)")
-    p.add_argument("--checkpoint-every", type=int, default=1000, help="messages between checkpoints "
-                   "(a checkpoint also follows every model change)")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--checkpoint-every", type=_bounded_int(1), default=1000, help="messages between "
+                   "checkpoints, at least 1 (a checkpoint also follows every model change)")
+    p.add_argument("--metrics-port", type=_bounded_int(0, 65535), help="serve Prometheus metrics on this port")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
-    p.add_argument("--seed", type=int, default=0, help="the forests' random_state")
-    p.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
-                   help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable)")
-    p.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
-                   help="which samples get predictions/encodings after each model change")
-    p.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
-                   help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
-    p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
-    p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
+    add_engine_options(p)
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     p.set_defaults(func=cmd_run)
 

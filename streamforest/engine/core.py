@@ -3,12 +3,18 @@ the configuration and the input, except the ``seconds`` a feedback record report
 
 :meth:`Engine.process` takes the raw bytes of one message and where they came from and returns the records to
 publish. A bad message never escapes as an exception: it becomes an ``error`` record (a dead letter) and the state
-is left exactly as it was, because every handler validates before it changes anything.
+is left exactly as it was: every handler validates before it changes anything, and it changes a *fork* of the
+stream (:meth:`StreamState.fork`: containers copied, column arrays and the forest replaced, never written into),
+which becomes the stream only once the message was fully applied and its records built. An exception anywhere in
+between (the forest refusing a column, a bug of ours) leaves the engine's state as it was, byte for byte; metrics
+are updated at that commit too.
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +37,11 @@ from streamforest.forest import FeatureStreamForest
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
 ENCODINGS = ("leaves", "paths", "none")
+#: Widest hashed encoding a config accepts: CSR indices of 32 bits, what downstream sparse libraries expect.
+MAX_N_COMPONENTS = 2**31 - 1
+#: Default cap on one message's size: large feature columns come in parts (``produce --chunk``); Kafka's own
+#: default is 1 MB.
+MAX_MESSAGE_BYTES = 16 * 2**20
 
 
 @dataclass
@@ -50,7 +61,10 @@ class EngineConfig:
         per tree), ``"paths"`` (every node on the way, Vens & Costa's encoding: about depth times larger) or
         ``"none"``.
     n_components, encoding_values
-        Width and values of the published hashed encodings.
+        Width (1 to ``2**31 - 1``) and values of the published hashed encodings.
+    max_message_bytes
+        Messages longer than this many bytes are refused unread (dead letters keep a truncated copy); large
+        feature columns are sent in parts.
     """
 
     forest: dict[str, Any] = field(default_factory=lambda: {"random_state": 0})
@@ -58,6 +72,7 @@ class EngineConfig:
     encoding: str = "leaves"
     n_components: int = 2**18
     encoding_values: str = "binary"
+    max_message_bytes: int = MAX_MESSAGE_BYTES
 
     def __post_init__(self) -> None:
         if self.publish not in PUBLISH_POLICIES:
@@ -65,9 +80,23 @@ class EngineConfig:
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
         check_arguments(self.n_components, self.encoding_values, "default")
-        FeatureStreamForest(**self.forest)  # refuse bad forest parameters now, not at the first feature
+        if self.n_components > MAX_N_COMPONENTS:
+            raise ValueError(f"n_components must be at most 2**31 - 1 = {MAX_N_COMPONENTS}, got {self.n_components}")
+        if isinstance(self.max_message_bytes, bool) or not isinstance(self.max_message_bytes, int) \
+                or self.max_message_bytes < 1:
+            raise ValueError(f"max_message_bytes must be a positive integer, got {self.max_message_bytes!r}")
+        if not isinstance(self.forest, dict):
+            raise TypeError(f"forest must be a dict of FeatureStreamForest parameters, got {self.forest!r}")
+        seed = self.forest.get("random_state")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise ValueError(f"random_state (the seed) must be an integer in 0..2**63-1, got {seed!r}")
+        try:  # refuse bad forest parameters now, not at the first feature
+            FeatureStreamForest(**self.forest)
+        except TypeError as exc:
+            raise ValueError(f"bad forest parameters: {exc}") from None
 
     def to_json(self) -> dict[str, Any]:
+        """What decides the engine's outputs (checkpoints record it; a restart with another is refused)."""
         return {"forest": self.forest, "publish": self.publish, "encoding": self.encoding,
                 "n_components": self.n_components, "encoding_values": self.encoding_values}
 
@@ -99,8 +128,19 @@ class Engine:
 
     # ------------------------------------------------------------------ entry point
 
-    def process(self, raw: bytes | str, source: str = "") -> list[dict[str, Any]]:
-        """Handle one message; returns the output records (an ``error`` record if it was refused)."""
+    def process(self, raw: bytes | str, source: str = "", size: int | None = None) -> list[dict[str, Any]]:
+        """Handle one message; returns the output records (an ``error`` record if it was refused).
+
+        ``size`` is the message's length in bytes when ``raw`` is only its beginning (a source that did not read
+        an over-long line whole).
+        """
+        if size is None:
+            size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+        if size > self.config.max_message_bytes:
+            self.metrics.consumed("unknown")
+            return self._refuse(raw, source, f"message of {size} bytes is over the limit of "
+                                f"{self.config.max_message_bytes} bytes (max_message_bytes): send large feature "
+                                "columns in parts", "unknown", size=size)
         try:
             msg = decode(raw)
         except Refused as exc:
@@ -119,32 +159,54 @@ class Engine:
             self.metrics.produced(r["type"])
         return out
 
-    def _refuse(self, raw: bytes | str, source: str, reason: str, kind: str, stream: str = "") -> list[dict]:
+    def _refuse(self, raw: bytes | str, source: str, reason: str, kind: str, stream: str = "",
+                size: int | None = None) -> list[dict]:
         self.metrics.failed(kind)
         self.metrics.produced("error")
-        return [records.error(raw, source, reason, stream)]
+        return [records.error(raw, source, reason, stream, size=size)]
 
     def handle(self, msg: Message) -> list[dict[str, Any]]:
+        """Apply one decoded message, all or nothing: on any exception the streams are as they were."""
+        self._work: dict[str, StreamState | None] = {}
+        self._after: list[Callable[[], None]] = []
         if isinstance(msg, SamplesMessage):
-            return self._samples(msg)
-        if isinstance(msg, FeatureMessage):
-            return self._feature(msg)
-        if isinstance(msg, LabelMessage):
-            return self._label(msg)
-        return self._control(msg)
+            out = self._samples(msg)
+        elif isinstance(msg, FeatureMessage):
+            out = self._feature(msg)
+        elif isinstance(msg, LabelMessage):
+            out = self._label(msg)
+        else:
+            out = self._control(msg)
+        # Commit: nothing below can fail.
+        for name, st in self._work.items():
+            if st is None:
+                self.streams.pop(name, None)
+            else:
+                self.streams[name] = st
+        for update in self._after:
+            update()
+        return out
+
+    def _later(self, update: Callable[..., None], *args: Any) -> None:
+        """A metrics update, made when the message commits."""
+        self._after.append(lambda: update(*args))
 
     # ------------------------------------------------------------------ handlers
 
     def _state(self, stream: str, create: bool) -> StreamState:
+        """The fork of ``stream`` this message changes (committed by :meth:`handle` if it is accepted)."""
         st = self.streams.get(stream)
         if st is None:
             if not create:
                 raise Refused(f"unknown stream {stream!r}: send its samples first")
-            st = self.streams[stream] = StreamState(stream)
+            st = StreamState(stream)
+        else:
+            st = st.fork()
+        self._work[stream] = st
         return st
 
     def _samples(self, msg: SamplesMessage) -> list[dict[str, Any]]:
-        st = self.streams.get(msg.stream) or StreamState(msg.stream)
+        st = self._state(msg.stream, create=True)
         unknown = sorted({k for s in msg.samples for k in s.x if k not in st.columns})
         if unknown:
             raise Refused(f"x names features this stream has not received: {unknown[:5]}")
@@ -161,10 +223,12 @@ class Engine:
                 if st.columns[k].dtype.kind == "f" and (isinstance(v, (str, bool))):
                     raise Refused(f"sample {s.id!r}: feature {k!r} is numeric, got {v!r}")
         self._check_labels(st, [s.label for s in msg.samples])
-        # Validated: apply.
-        self.streams[msg.stream] = st
+        # Validated: apply (to the fork).
         fresh = [s.id for s in msg.samples if s.id not in st.index]
         st.add_rows(fresh)
+        for name in {k for s in msg.samples for k in s.x}:
+            st.columns[name] = st.columns[name].copy()  # the committed stream still holds the old array
+        labelled = False
         for s in msg.samples:
             row = st.index[s.id]
             if row in in_train:
@@ -173,22 +237,28 @@ class Engine:
                 col = st.columns[k]
                 col[row] = np.nan if (v is None and col.dtype.kind == "f") else v
             st.labels[row] = s.label
+            labelled |= s.label is not None
             if s.label is not None and st.forest is not None:
                 new_train.append(row)
-        self.metrics.samples(msg.stream, st.n_samples)
+        self._later(self.metrics.samples, msg.stream, st.n_samples)
         out: list[dict[str, Any]] = []
         if st.forest is None:
-            out += self._try_start(st)
+            out += self._try_start(st, tell=labelled)
         elif new_train:
             out += self._add_training(st, new_train)
         return out
 
     def _check_labels(self, st: StreamState, labels: list[Any]) -> None:
-        """Labels of one stream share one type (numbers or strings) and, once learning, its classes."""
+        """Labels of one stream share one type (numbers, booleans or strings) and, once learning, its classes; a
+        regression stream's are numbers."""
         given = [lab for lab in labels if lab is not None]
-        known = [lab for lab in st.labels if lab is not None]
-        if len({_label_type(lab) for lab in given + known[:1]}) > 1:
+        known = next((lab for lab in st.labels if lab is not None), None)
+        if len({_label_type(lab) for lab in given + ([] if known is None else [known])}) > 1:
             raise Refused("labels mix strings, booleans and numbers in one stream")
+        if self.config.forest.get("task") == "regression":
+            bad = [lab for lab in given if _label_type(lab) != "number"]
+            if bad:
+                raise Refused(f"a regression stream's labels are numbers, got {bad[0]!r}")
         forest = st.forest
         if forest is None or forest.classes_ is None or forest.task == "regression":
             return
@@ -207,14 +277,9 @@ class Engine:
                 return []  # a replay
             raise Refused(f"sample {msg.id!r} is already in the training set with label {st.labels[row]!r}")
         self._check_labels(st, [msg.label])
-        previous = st.labels[row]
         st.labels[row] = msg.label
         if st.forest is None:
-            try:
-                return self._try_start(st)
-            except Refused:
-                st.labels[row] = previous
-                raise
+            return self._try_start(st, tell=True)
         return self._add_training(st, [row])
 
     def _feature(self, msg: FeatureMessage) -> list[dict[str, Any]]:
@@ -250,29 +315,37 @@ class Engine:
 
     def _arrive(self, st: StreamState, name: str, kind: str | None, ids: list[str], values: list[Any]):
         st.set_column(name, kind, ids, values)
-        self.metrics.feature_arrived(st.name)
+        self._later(self.metrics.feature_arrived, st.name)
         if st.forest is None:
-            try:
-                return self._try_start(st)
-            except Refused:
-                st.drop_column(name)
-                raise
+            return self._try_start(st, tell=True)
         start = time.perf_counter()
         col = st.columns[name][np.asarray(st.train_rows)]
+        forest = copy.deepcopy(st.forest)  # the committed stream keeps the old one whatever add_feature does
         try:
-            report = st.forest.add_feature(name, col, kind=st.kinds[name])
+            report = forest.add_feature(name, col, kind=st.kinds[name])
         except (ValueError, TypeError) as exc:
-            st.drop_column(name)
             raise Refused(f"feature {name!r}: {exc}") from None
-        self.metrics.generation(st.name, report, st.forest.n_trees_)
-        self.metrics.training_seconds.observe(time.perf_counter() - start)
-        return [records.feedback(st.name, report, st.forest.model_version_), *self._publish(st)]
+        st.forest = forest
+        self._later(self.metrics.generation, st.name, report, forest.n_trees_)
+        self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)
+        return [records.feedback(st.name, report, forest.model_version_), *self._publish(st)]
 
-    def _try_start(self, st: StreamState) -> list[dict[str, Any]]:
-        """Grow the forest once there are features and labelled samples of at least two classes."""
+    def _try_start(self, st: StreamState, tell: bool = False) -> list[dict[str, Any]]:
+        """Grow the forest once there are features and labelled samples of two values. Until then, a message that
+        brought a feature or labels to a stream that has features gets a ``waiting`` feedback saying why (when
+        ``tell``)."""
         rows = st.labelled_rows()
-        if not st.columns or len({st.labels[r] for r in rows}) < 2:
-            return []
+        values = {st.labels[r] for r in rows}
+        if not st.columns or len(values) < 2:
+            if not (tell and st.columns):
+                return []
+            what = "target" if self.config.forest.get("task") == "regression" else "label"
+            if not rows:
+                why = f"no labelled sample yet; the forest starts with labels of two {what} values"
+            else:
+                why = (f"all {len(rows)} labelled samples have the {what} {next(iter(values))!r}; the forest "
+                       f"starts when a second {what} value arrives")
+            return [records.waiting(st.name, st.features, why)]
         forest = FeatureStreamForest(**self.config.forest)
         y = np.array([st.labels[r] for r in rows])
         out = []
@@ -284,8 +357,8 @@ class Engine:
             except (ValueError, TypeError) as exc:
                 raise Refused(f"cannot start the forest: {exc}") from None
             out.append(records.feedback(st.name, report, forest.model_version_))
-            self.metrics.generation(st.name, report, forest.n_trees_)
-        self.metrics.training_seconds.observe(time.perf_counter() - start)
+            self._later(self.metrics.generation, st.name, report, forest.n_trees_)
+        self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)
         st.forest = forest
         st.train_rows = list(rows)
         return out + self._publish(st)
@@ -293,16 +366,21 @@ class Engine:
     def _add_training(self, st: StreamState, rows: list[int]) -> list[dict[str, Any]]:
         rows_arr = np.asarray(rows)
         start = time.perf_counter()
-        st.forest.add_samples(st.rows_matrix(rows_arr), np.array([st.labels[r] for r in rows]))
+        forest = copy.deepcopy(st.forest)  # the committed stream keeps the old one whatever add_samples does
+        try:
+            forest.add_samples(st.rows_matrix(rows_arr), np.array([st.labels[r] for r in rows]))
+        except (ValueError, TypeError) as exc:
+            raise Refused(f"cannot train on these samples: {exc}") from None
+        st.forest = forest
         st.train_rows.extend(rows)
-        self.metrics.training_seconds.observe(time.perf_counter() - start)
+        self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)
         return self._publish(st)
 
     def _control(self, msg: ControlMessage) -> list[dict[str, Any]]:
         st = self._state(msg.stream, create=False)
         if msg.op == "drop":
-            del self.streams[msg.stream]
-            self.metrics.stream_dropped(msg.stream)
+            self._work[msg.stream] = None
+            self._later(self.metrics.stream_dropped, msg.stream)
             return []
         return self._publish(st)  # snapshot
 
@@ -324,7 +402,7 @@ class Engine:
             start = time.perf_counter()
             E = st.forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
                                  leaves_only=self.config.encoding == "leaves")
-            self.metrics.encoding_seconds.observe(time.perf_counter() - start)
+            self._later(self.metrics.encoding_seconds.observe, time.perf_counter() - start)
             out += records.encodings(st.name, ids, version, E)
         return out
 

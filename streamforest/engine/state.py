@@ -37,6 +37,14 @@ class StreamState:
     def features(self) -> list[str]:
         return list(self.columns)
 
+    def fork(self) -> StreamState:
+        """A copy to change while one message is applied (the engine commits it, or drops it if the message is
+        refused). Its containers are copied; column arrays, pending parts and the forest are shared, so whoever
+        changes the fork replaces them instead of writing into them. Costs O(samples), not O(samples x features).
+        """
+        return StreamState(self.name, list(self.ids), dict(self.index), list(self.labels), dict(self.columns),
+                           dict(self.kinds), dict(self.pending), self.forest, list(self.train_rows))
+
     def labelled_rows(self) -> list[int]:
         return [i for i, lab in enumerate(self.labels) if lab is not None]
 

@@ -143,3 +143,19 @@ def snapshot(e: Engine) -> dict[str, Any]:
             }
         out[name] = snap
     return out
+
+
+def state_bytes(e: Engine) -> bytes:
+    """The engine's streams serialized as checkpoints write them (:func:`stream_arrays`): equal bytes, equal state."""
+    import json
+
+    from streamforest.engine.checkpoint import stream_arrays
+
+    out = []
+    for name in sorted(e.streams):
+        arrays, header = stream_arrays(e.streams[name])
+        out.append(json.dumps(header, sort_keys=True).encode())
+        for k in sorted(arrays):
+            a = np.ascontiguousarray(arrays[k])
+            out += [k.encode(), str(a.dtype).encode(), repr(a.shape).encode(), a.tobytes()]
+    return b"\0".join(out)

@@ -103,14 +103,20 @@ def test_features_before_labels_start_the_forest_when_two_classes_are_known(toy)
     e = engine()
     unlabelled = samples("s", [(i, None) for i in toy["ids"]])
     out = feed(e, [unlabelled, *task_messages(toy)[1:]])
-    assert out == [] and e.streams["s"].forest is None
+    assert e.streams["s"].forest is None
+    # Each arriving feature is told why it waits (the stream is not silent).
+    assert [(r["type"], r["status"], r["features"][-1]) for r in out] == [
+        ("feedback", "waiting", name) for name in toy["columns"]]
+    assert all("no labelled sample yet" in r["reason"] for r in out)
     out = feed(e, [samples("s", [(i, lab) for i, lab in zip(toy["ids"], toy["labels"], strict=True)
                                  if lab == 0])])
-    assert out == [] and e.streams["s"].forest is None  # one class only
+    assert e.streams["s"].forest is None  # one class only: said so
+    assert [r["status"] for r in out] == ["waiting"] and "have the label 0" in out[0]["reason"]
+    assert feed(e, [samples("s", [("new", None)])]) == []  # unlabelled samples change nothing about it
     out = feed(e, [samples("s", list(zip(toy["ids"], toy["labels"], strict=True)))])
     fb = of_type(out, "feedback")
     assert [r["feature"] for r in fb] == list(toy["columns"])  # one feedback per feature, in arrival order
-    assert {r["id"] for r in of_type(out, "prediction")} == set(scoring_ids(toy))
+    assert {r["id"] for r in of_type(out, "prediction")} == {*scoring_ids(toy), "new"}
 
 
 # ----------------------------------------------------------------------------- predictions and encodings
@@ -294,14 +300,15 @@ def test_a_feature_that_came_in_parts_replayed_whole_is_ignored(toy):
 
 def test_a_sample_seen_again_updates_and_never_duplicates(toy):
     e, _ = started(toy)
-    st_ = e.streams["s"]
     sid = scoring_ids(toy)[0]
     out = feed(e, [samples("s", [{"id": sid, "label": None, "x": {"a": 42.0, "cat": "blue"}}])])
+    st_ = e.streams["s"]
     row = st_.index[sid]
     assert st_.n_samples == len(toy["ids"]) and st_.ids.count(sid) == 1
     assert st_.columns["a"][row] == 42.0 and st_.columns["cat"][row] == "blue" and st_.labels[row] is None
     assert of_type(out, "prediction") == [] and out == []  # nothing to learn, no new model
     feed(e, [samples("s", [(sid, None), ("new", None)])])
+    st_ = e.streams["s"]
     assert st_.n_samples == len(toy["ids"]) + 1 and st_.ids.count(sid) == 1 and st_.columns["a"][row] == 42.0
     assert np.isnan(st_.columns["a"][st_.index["new"]])
 
@@ -326,11 +333,11 @@ def test_a_training_sample_with_other_content_is_an_error(toy, change):
 
 def test_a_delayed_label_moves_a_scoring_row_into_training_and_republishes(toy):
     e, _ = started(toy, encoding="leaves")
+    sid = scoring_ids(toy)[0]
+    version, n_train = e.streams["s"].forest.model_version_, e.streams["s"].forest.n_samples_
+    out = e.process(dumps(label("s", sid, 1)))
     st_ = e.streams["s"]
     forest = st_.forest
-    sid = scoring_ids(toy)[0]
-    version, n_train = forest.model_version_, forest.n_samples_
-    out = e.process(dumps(label("s", sid, 1)))
     assert forest.n_samples_ == n_train + 1 and forest.model_version_ == version + 1
     assert st_.index[sid] in st_.train_rows and st_.labels[st_.index[sid]] == 1
     rest = scoring_ids(toy)[1:]
@@ -350,11 +357,10 @@ def test_a_delayed_label_moves_a_scoring_row_into_training_and_republishes(toy):
 
 def test_labels_in_a_samples_message_also_move_rows_into_training(toy):
     e, _ = started(toy)
-    forest = e.streams["s"].forest
     ids = scoring_ids(toy)[:3]
-    n_train = forest.n_samples_
+    n_train = e.streams["s"].forest.n_samples_
     out = e.process(dumps(samples("s", [(i, 0) for i in ids])))
-    assert forest.n_samples_ == n_train + 3
+    assert e.streams["s"].forest.n_samples_ == n_train + 3
     assert [r["id"] for r in of_type(out, "prediction")] == scoring_ids(toy)[3:]
 
 
@@ -528,7 +534,7 @@ def test_a_feature_with_a_missing_part_has_not_arrived(toy):
     assert out == [] and "a" not in st_.columns and sorted(st_.pending["a"]) == [0, 2]
     assert st_.forest.model_version_ == version
     out = e.process(dumps(feature("s", "a", col["ids"][20:40], col["values"][20:40], "numeric", 1, 3)))
-    assert [r["feature"] for r in of_type(out, "feedback")] == ["a"] and "a" not in st_.pending
+    assert [r["feature"] for r in of_type(out, "feedback")] == ["a"] and "a" not in e.streams["s"].pending
 
 
 @pytest.mark.parametrize(("second", "reason"), [
