@@ -19,6 +19,8 @@ import scipy.sparse as sp
 from streamforest.forest import FeatureReport
 
 VERSION = 1
+#: A dead letter keeps at most this many bytes of the refused message (and its length in ``original_bytes``).
+MAX_ORIGINAL_BYTES = 4096
 
 
 @contextmanager
@@ -38,26 +40,67 @@ def _finite(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
 
-def raw_text(raw: bytes | str) -> str:
-    """The original message for a dead letter: its text when it is UTF-8, base64 otherwise."""
+def raw_text(raw: bytes | str, limit: int | None = None) -> str:
+    """The original message for a dead letter: its text when it is UTF-8, base64 otherwise; at most ``limit``
+    bytes of it (cut at a character boundary)."""
     if isinstance(raw, str):
         # A str may hold lone surrogates that no JSON encoder accepts: keep their bytes instead.
         raw = raw.encode("utf-8", "surrogatepass")
+    cut = limit is not None and len(raw) > limit
+    if cut:
+        raw = raw[:limit]
     try:
         return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return "base64:" + base64.b64encode(raw).decode("ascii")
+    except UnicodeDecodeError as exc:
+        if cut and exc.reason == "unexpected end of data":  # the cut split the last character: drop its bytes
+            return raw[: exc.start].decode("utf-8")
+        return _b64(raw)
 
 
-def error(raw: bytes | str, source: str, reason: str, stream: str = "") -> dict[str, Any]:
-    """A dead letter: the original message, where it came from, why it was refused (keyed by its stream)."""
+def _b64(raw: bytes) -> str:
+    return "base64:" + base64.b64encode(raw).decode("ascii")
+
+
+def error(raw: bytes | str, source: str, reason: str, stream: str = "", size: int | None = None) -> dict[str, Any]:
+    """A dead letter: the original message (its first :data:`MAX_ORIGINAL_BYTES` bytes), its length in bytes
+    (``size`` when ``raw`` is already only its beginning), where it came from, why it was refused (keyed by its
+    stream)."""
+    n = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    size = n if size is None else size
     return {"v": VERSION, "type": "error", "key": stream, "source": source, "reason": reason,
-            "original": raw_text(raw)}
+            "original": raw_text(raw, MAX_ORIGINAL_BYTES), "original_bytes": size,
+            "truncated": size > MAX_ORIGINAL_BYTES}
+
+
+def class_key(c: Any) -> str:
+    """The canonical key of a class in ``proba``: the label as JSON writes it (``1`` for ``1`` and ``1.0``,
+    ``0.5``, ``true``/``false``, strings as they are).
+
+    Examples
+    --------
+    >>> [class_key(c) for c in (1, 1.0, np.float64(2.0), 0.5, True, np.bool_(False), "yes")]
+    ['1', '1', '2', '0.5', 'true', 'false', 'yes']
+    """
+    if isinstance(c, (bool, np.bool_)):
+        return "true" if c else "false"
+    if isinstance(c, (int, np.integer)):
+        return str(int(c))
+    if isinstance(c, (float, np.floating)):
+        f = float(c)
+        return str(int(f)) if f.is_integer() else repr(f)
+    return str(c)
+
+
+def waiting(stream: str, features: list[str], reason: str) -> dict[str, Any]:
+    """Feedback of a stream whose forest cannot start yet: which features wait, and why."""
+    return {"v": VERSION, "type": "feedback", "key": stream, "stream": stream, "status": "waiting",
+            "model_version": 0, "features": list(features), "reason": reason}
 
 
 def feedback(stream: str, report: FeatureReport, model_version: int) -> dict[str, Any]:
     return {
-        "v": VERSION, "type": "feedback", "key": stream, "stream": stream, "feature": report.feature,
+        "v": VERSION, "type": "feedback", "key": stream, "stream": stream, "status": "grown",
+        "feature": report.feature,
         "model_version": model_version, "generation": report.generation, "weight_share": report.weight_share,
         "log_weight": report.log_weight, "n_trees": report.n_trees, "importance": report.importance,
         "oob_metric": report.oob_metric, "oob_before": _finite(report.oob_before),
@@ -68,7 +111,7 @@ def feedback(stream: str, report: FeatureReport, model_version: int) -> dict[str
 
 def predictions(stream: str, ids: list[str], model_version: int, classes: np.ndarray,
                 proba: np.ndarray) -> list[dict[str, Any]]:
-    names = [str(c) for c in classes.tolist()]
+    names = [class_key(c) for c in classes.tolist()]
     rows = proba.tolist()
     with _collector_paused():
         return [

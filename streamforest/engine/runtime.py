@@ -4,11 +4,20 @@ The runner moves messages from a source through the :class:`~streamforest.engine
 checkpoints: after every model change and every ``checkpoint_every`` messages it flushes the outputs, writes the
 changed streams and the input position. On start it restores the last checkpoint, cuts the output files back to the
 sizes that checkpoint saw and resumes the input after the position it covers, so a crash loses nothing and applies
-nothing twice.
+nothing twice (into an output directory: exactly once; to stdout, which cannot be cut back, the records written
+after the last checkpoint are written again after a crash: at least once).
+
+A restart is refused, before anything is read or written, when the checkpoint does not fit it: another engine
+configuration, another input (its resolved path, or its content before the checkpoint's position: a hash of the
+first and of the last 64 KiB before it), or outputs that are not the ones the checkpoint covers (a new or emptied
+output directory, a file shorter than the checkpoint saw or with other bytes at its end, a directory where stdout
+was, or the reverse). The message names what differs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -19,6 +28,10 @@ import orjson
 
 from streamforest.engine.checkpoint import Checkpointer
 from streamforest.engine.core import Engine, EngineConfig
+
+BOM = b"\xef\xbb\xbf"
+#: How much of the input before a checkpoint's position, and of each output file, identifies them.
+IDENTITY_BYTES = 2**16
 
 OUTPUT_FILES = {"feedback": "feedback.jsonl", "prediction": "predictions.jsonl", "encoding": "encodings.jsonl",
                 "error": "errors.jsonl"}
@@ -33,25 +46,48 @@ class JsonlSource:
 
     def read(self, offset: int = 0, line: int = 0) -> Iterator[tuple[bytes, int, int]]:
         """Yield ``(raw line, byte offset after it, line number after it)``; blank lines are skipped."""
+        for raw, pos, n, _ in self.lines(offset, line):
+            yield raw, pos, n
+
+    def lines(self, offset: int = 0, line: int = 0, limit: int | None = None
+              ) -> Iterator[tuple[bytes, int, int, int]]:
+        """Like :meth:`read`, with each line's length in bytes; a line longer than ``limit`` is not read whole:
+        its first ``limit + 1`` bytes come instead (memory stays bounded whatever the input). A UTF-8 byte order
+        mark at the start of the input is skipped."""
+        stream: IO[bytes]
         if self.path == "-":
-            stream: IO[bytes] = sys.stdin.buffer
+            stream, skip = sys.stdin.buffer, line
             pos, n = 0, 0
-            for raw in stream:
-                pos += len(raw)
-                n += 1
-                if n <= line:
-                    continue
-                if raw.strip():
-                    yield raw.rstrip(b"\r\n"), pos, n
-            return
-        with open(self.path, "rb") as fh:
-            fh.seek(offset)
+        else:
+            stream, skip = open(self.path, "rb"), 0
+            stream.seek(offset)
             pos, n = offset, line
-            for raw in fh:
-                pos += len(raw)
+        chunk = -1 if limit is None else limit + 2  # the line's end (\r\n) does not count
+        try:
+            while True:
+                raw = stream.readline(chunk)
+                if not raw:
+                    return
+                size = len(raw)
+                if not raw.endswith(b"\n") and limit is not None and size == chunk:
+                    while True:  # an over-long line: count the rest, keep none of it
+                        rest = stream.readline(2**20)
+                        size += len(rest)
+                        if not rest or rest.endswith(b"\n"):
+                            break
+                first = pos == 0
+                pos += size
                 n += 1
+                if n <= skip:
+                    continue
+                if first and raw.startswith(BOM):
+                    raw, size = raw[len(BOM):], size - len(BOM)
                 if raw.strip():
-                    yield raw.rstrip(b"\r\n"), pos, n
+                    body = raw.rstrip(b"\r\n")
+                    yield body, pos, n, len(body) if size == len(raw) else size
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
 
 
 class DirectorySink:
@@ -106,6 +142,99 @@ class StdoutSink:
         sys.stdout.flush()
 
 
+def check_input(path: str) -> None:
+    """Refuse an input that cannot be messages, before anything is read or written: a missing file, a
+    directory, or a file whose first line is not a JSON object (a CSV given to ``run`` instead of ``produce``)."""
+    if path == "-":
+        return
+    p = Path(path)
+    if not p.exists():
+        raise ValueError(f"no input file {path}")
+    if p.is_dir():
+        raise ValueError(f"{path} is a directory, not a file of JSONL messages")
+    with open(p, "rb") as fh:
+        head = fh.read(IDENTITY_BYTES)
+    first = next((ln.strip() for ln in head.removeprefix(BOM).splitlines() if ln.strip()), b"")
+    if first and not first.startswith(b"{"):
+        shown = first[:60].decode("utf-8", "replace")
+        hint = (" It looks like a CSV file: turn it into messages with `streamforest produce "
+                f"{path} --target COLUMN --stream NAME > messages.jsonl` first.") if b"," in first else ""
+        raise ValueError(f"{path} is not JSONL messages (one JSON object per line): its first line is "
+                         f"{shown!r}.{hint}")
+
+
+def input_identity(path: str, offset: int) -> dict[str, Any]:
+    """What identifies the input a checkpoint covers: its resolved path and hashes of its first and of its last
+    :data:`IDENTITY_BYTES` before ``offset`` (stdin: only ``"-"``)."""
+    if path == "-":
+        return {"path": "-"}
+    with open(path, "rb") as fh:
+        head = fh.read(min(offset, IDENTITY_BYTES))
+        fh.seek(max(0, offset - IDENTITY_BYTES))
+        tail = fh.read(offset - max(0, offset - IDENTITY_BYTES))
+    return {"path": str(Path(path).resolve()), "offset": offset, "head_sha256": hashlib.sha256(head).hexdigest(),
+            "tail_sha256": hashlib.sha256(tail).hexdigest()}
+
+
+def _tail_hash(path: Path, size: int) -> str:
+    with open(path, "rb") as fh:
+        fh.seek(max(0, size - 4096))
+        return hashlib.sha256(fh.read(size - max(0, size - 4096))).hexdigest()
+
+
+def _mismatch(manifest: dict[str, Any], checkpoint_dir: str, input_path: str, output: str,
+              config: EngineConfig) -> str | None:
+    """Why this checkpoint does not fit this run, or ``None``."""
+    then = json.loads(json.dumps(manifest.get("config")))
+    now = json.loads(json.dumps(config.to_json()))
+    if then != now:
+        diffs = []
+        for key in sorted(set(then or {}) | set(now)):
+            a, b = (then or {}).get(key), now.get(key)
+            if isinstance(a, dict) and isinstance(b, dict):
+                diffs += [f"forest {k}: {a.get(k)!r} then, {b.get(k)!r} now" for k in sorted(set(a) | set(b))
+                          if a.get(k) != b.get(k)]
+            elif a != b:
+                diffs.append(f"{key}: {a!r} then, {b!r} now")
+        return f"it was made with another engine configuration ({'; '.join(diffs)})"
+    position = manifest["position"]
+    recorded = manifest.get("input")
+    if recorded is None:  # a checkpoint of an older version: the path as given is all it knows
+        if position.get("source") != ("stdin" if input_path == "-" else input_path):
+            return f"it covers the input {position.get('source')!r}, not {input_path!r}"
+    elif recorded["path"] == "-" or input_path == "-":
+        if recorded["path"] != ("-" if input_path == "-" else None):
+            return f"it covers the input {recorded['path'] if recorded['path'] != '-' else 'stdin'!r}, not " \
+                   f"{'stdin' if input_path == '-' else input_path!r}"
+    else:
+        resolved = str(Path(input_path).resolve())
+        if recorded["path"] != resolved:
+            return f"it covers the input {recorded['path']}, not {resolved}"
+        size = os.path.getsize(input_path)
+        if size < position["offset"]:
+            return (f"the input {input_path} has {size} bytes, fewer than the {position['offset']} the checkpoint "
+                    "already read (the file was replaced or cut)")
+        if input_identity(input_path, position["offset"]) != recorded:
+            return (f"the input {input_path} differs from the one checkpointed in its first {position['offset']} "
+                    "bytes (the file was replaced or edited before the checkpoint's position)")
+    kind = "stdout" if output == "-" else "directory"
+    then_kind = manifest.get("output", {}).get("kind") or ("directory" if manifest["outputs"] else "stdout")
+    if then_kind != kind:
+        return f"its run wrote to {then_kind}, this one to {kind}"
+    if output != "-":
+        tails = manifest.get("output", {}).get("tail_sha256", {})
+        for name, size in sorted(manifest["outputs"].items()):
+            path = Path(output) / name
+            have = path.stat().st_size if path.exists() else 0
+            if have < size:
+                return (f"the output directory {output} does not hold what the checkpoint covers: {name} has "
+                        f"{have} bytes, the checkpoint saw {size} (a new or emptied output directory?); resume with "
+                        "the checkpointed run's --output")
+            if name in tails and _tail_hash(path, size) != tails[name]:
+                return f"{path} is not the file the checkpoint saw (other bytes before its position {size})"
+    return None
+
+
 def run(
     input_path: str,
     output: str,
@@ -115,25 +244,37 @@ def run(
     engine: Engine | None = None,
     progress: bool = False,
 ) -> Engine:
-    """Run the engine over ``input_path`` ("-" for stdin) into ``output`` (a directory, or "-" for stdout)."""
+    """Run the engine over ``input_path`` ("-" for stdin) into ``output`` (a directory, or "-" for stdout).
+
+    ``ValueError`` before anything is read or written when the input is not messages or the checkpoint does not
+    fit this run (see the module).
+    """
+    if checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     engine = engine or Engine(config)
-    sink: DirectorySink | StdoutSink = StdoutSink() if output == "-" else DirectorySink(output)
+    check_input(input_path)
     source = JsonlSource(input_path)
     checkpointer = Checkpointer(checkpoint_dir) if checkpoint_dir else None
     offset, line = 0, 0
     restored = checkpointer.load() if checkpointer is not None else None
+    if restored is not None:
+        why = _mismatch(restored[1], checkpoint_dir, input_path, output, engine.config)
+        if why:
+            raise ValueError(f"cannot resume from the checkpoint in {checkpoint_dir}: {why}. Use the same "
+                             "input, output and options, or another --checkpoint-dir to start afresh")
+        for warning in checkpointer.warnings:
+            print(f"streamforest: {warning}", file=sys.stderr)
+    sink: DirectorySink | StdoutSink = StdoutSink() if output == "-" else DirectorySink(output)
     if restored is None:
         sink.truncate({})  # a fresh run: outputs of an earlier run in the same place are replaced, not appended to
     else:
         streams, manifest = restored
-        if manifest["position"].get("source") != source.name:
-            raise ValueError(
-                f"checkpoint in {checkpoint_dir} covers {manifest['position'].get('source')!r}, "
-                f"not {source.name!r}: use another --checkpoint-dir"
-            )
         engine.streams = streams
         offset, line = manifest["position"]["offset"], manifest["position"]["line"]
         sink.truncate(manifest["outputs"])
+        if output == "-" and line:
+            print(f"streamforest: resuming after line {line} of {source.name}; records written to stdout after "
+                  "the last checkpoint are written again (stdout is at-least-once)", file=sys.stderr)
     since = 0
     bar = None
     if progress:
@@ -142,19 +283,19 @@ def run(
         total = os.path.getsize(input_path) if input_path != "-" else None
         bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc="input", file=sys.stderr)
     try:
-        for raw, pos, n in source.read(offset, line):
+        for raw, pos, n, size in source.lines(offset, line, engine.config.max_message_bytes):
             offset, line = pos, n
-            out = engine.process(raw, f"{source.name}:{line}")
+            out = engine.process(raw, f"{source.name}:{line}", size=size)
             sink.write(out)
             since += 1
             if bar is not None:
                 bar.update(offset - bar.n)
             model_changed = any(r["type"] == "feedback" for r in out)
             if checkpointer is not None and (model_changed or since >= checkpoint_every):
-                _checkpoint(checkpointer, engine, sink, source.name, offset, line)
+                _checkpoint(checkpointer, engine, sink, source, offset, line)
                 since = 0
         if checkpointer is not None:
-            _checkpoint(checkpointer, engine, sink, source.name, offset, line)
+            _checkpoint(checkpointer, engine, sink, source, offset, line)
         else:
             sink.flush()
     finally:
@@ -164,9 +305,16 @@ def run(
     return engine
 
 
-def _checkpoint(checkpointer: Checkpointer, engine: Engine, sink: Any, source: str, offset: int, line: int) -> None:
-    """Outputs first, then the changed streams and the position (Quix Streams' order)."""
+def _checkpoint(checkpointer: Checkpointer, engine: Engine, sink: Any, source: JsonlSource, offset: int,
+                line: int) -> None:
+    """Outputs first, then the changed streams and the position (Quix Streams' order), with what identifies the
+    configuration, the input and the outputs."""
     sizes = sink.flush()
-    checkpointer.save(engine.streams, engine.dirty, {"source": source, "offset": offset, "line": line}, sizes,
-                      engine.config.to_json())
+    if isinstance(sink, DirectorySink):
+        out = {"kind": "directory", "tail_sha256": {name: _tail_hash(sink.directory / name, size)
+                                                    for name, size in sizes.items()}}
+    else:
+        out = {"kind": "stdout"}
+    checkpointer.save(engine.streams, engine.dirty, {"source": source.name, "offset": offset, "line": line}, sizes,
+                      engine.config.to_json(), input=input_identity(source.path, offset), output=out)
     engine.dirty.clear()

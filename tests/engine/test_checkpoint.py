@@ -13,7 +13,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from streamforest.engine.checkpoint import MANIFEST, Checkpointer, restore_stream, stream_arrays
+from streamforest.engine.checkpoint import MANIFEST, PREVIOUS, Checkpointer, restore_stream, stream_arrays
 
 from .support import control, engine, feature, feed, label, samples, snapshot, task, task_messages, untimed
 
@@ -118,7 +118,13 @@ def test_only_changed_streams_are_rewritten_and_stale_files_removed(busy, tmp_pa
     assert second["seq"] == 2
     assert second["streams"]["quiet"] == first["quiet"] and second["streams"]["s"] != first["s"]
     on_disk = sorted(p.name for p in tmp_path.iterdir())
-    assert on_disk == sorted([MANIFEST, *second["streams"].values()])  # no stale or temporary files
+    # Two generations: the previous manifest and its files stay (a corrupt newest one falls back to them).
+    assert on_disk == sorted({MANIFEST, PREVIOUS, *second["streams"].values(), *first.values()})
+    feed(e, [label("s", t["ids"][-4], 0)])
+    c.save(e.streams, set(e.dirty), POSITION, {}, e.config.to_json())
+    third = json.loads((tmp_path / MANIFEST).read_text())
+    on_disk = sorted(p.name for p in tmp_path.iterdir())
+    assert on_disk == sorted({MANIFEST, PREVIOUS, *third["streams"].values(), *second["streams"].values()})
 
 
 def test_a_dropped_stream_leaves_the_checkpoint(busy, tmp_path):
@@ -128,6 +134,7 @@ def test_a_dropped_stream_leaves_the_checkpoint(busy, tmp_path):
     c.save(e.streams, set(e.dirty), POSITION, {}, e.config.to_json())
     streams, manifest = Checkpointer(tmp_path).load()
     assert sorted(streams) == sorted(manifest["streams"]) == ["s", "strings"]
+    c.save(e.streams, set(), POSITION, {}, e.config.to_json())  # one generation later its file is gone
     assert len(list(tmp_path.glob("*.npz"))) == 2
 
 
@@ -152,8 +159,10 @@ def test_a_new_checkpointer_continues_the_sequence(busy, tmp_path):
     feed(restored, [label("s", t["ids"][-4], 1)])
     c.save(restored.streams, set(restored.dirty), POSITION, {}, restored.config.to_json())
     manifest = json.loads((tmp_path / MANIFEST).read_text())
-    assert manifest["seq"] == 2
-    assert sorted(p.name for p in tmp_path.glob("*.npz")) == sorted(manifest["streams"].values())
+    previous = json.loads((tmp_path / PREVIOUS).read_text())
+    assert manifest["seq"] == 2 and previous["seq"] == 1
+    assert sorted(p.name for p in tmp_path.glob("*.npz")) == sorted({*manifest["streams"].values(),
+                                                                     *previous["streams"].values()})
     again = engine(encoding="leaves")
     again.streams = Checkpointer(tmp_path).load()[0]
     assert snapshot(again) == snapshot(restored)

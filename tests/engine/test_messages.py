@@ -334,7 +334,7 @@ def test_dead_letter_keeps_the_original_text_and_where_it_came_from():
     raw = b'{"v": 1, "type": "teleport", "stream": "s"}'
     rec = records.error(raw, "input.jsonl:3", "why")
     assert rec == {"v": 1, "type": "error", "key": "", "source": "input.jsonl:3", "reason": "why",
-                   "original": raw.decode()}
+                   "original": raw.decode(), "original_bytes": len(raw), "truncated": False}
 
 
 def test_dead_letter_of_a_str_with_a_lone_surrogate_is_still_publishable():
