@@ -18,6 +18,9 @@ KINDS = ("numeric", "nominal")
 CONTROL_OPS = ("snapshot", "drop")
 MAX_ID_LENGTH = 256
 MAX_NAME_LENGTH = 256
+#: Longest string label (a class name) and string feature value (a category), in characters.
+MAX_LABEL_LENGTH = 256
+MAX_CATEGORY_LENGTH = 1024
 
 
 class Refused(ValueError):
@@ -89,6 +92,8 @@ def _sample_id(value: Any, what: str = "id") -> str:
 def _label(value: Any, what: str = "label") -> Any:
     if value is None:
         return None
+    if isinstance(value, str) and len(value) > MAX_LABEL_LENGTH:
+        raise Refused(f"{what} is longer than {MAX_LABEL_LENGTH} characters")
     if isinstance(value, bool) or isinstance(value, (int, str)):
         return value
     if isinstance(value, float):
@@ -100,6 +105,8 @@ def _label(value: Any, what: str = "label") -> Any:
 
 def _value(value: Any, what: str) -> Any:
     """A feature value: a finite number, a string (a category), a boolean, or null (missing)."""
+    if isinstance(value, str) and len(value) > MAX_CATEGORY_LENGTH:
+        raise Refused(f"{what} (a category) is longer than {MAX_CATEGORY_LENGTH} characters")
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, (int, float)):

@@ -69,12 +69,15 @@ class JsonlSource:
                 if not raw:
                     return
                 size = len(raw)
+                ending = len(raw) - len(raw.rstrip(b"\r\n"))
                 if not raw.endswith(b"\n") and limit is not None and size == chunk:
+                    rest = raw
                     while True:  # an over-long line: count the rest, keep none of it
-                        rest = stream.readline(2**20)
+                        tail, rest = rest, stream.readline(2**20)
                         size += len(rest)
                         if not rest or rest.endswith(b"\n"):
                             break
+                    ending = len(tail + rest) - len((tail + rest).rstrip(b"\r\n"))
                 first = pos == 0
                 pos += size
                 n += 1
@@ -83,8 +86,7 @@ class JsonlSource:
                 if first and raw.startswith(BOM):
                     raw, size = raw[len(BOM):], size - len(BOM)
                 if raw.strip():
-                    body = raw.rstrip(b"\r\n")
-                    yield body, pos, n, len(body) if size == len(raw) else size
+                    yield raw.rstrip(b"\r\n"), pos, n, size - ending
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
