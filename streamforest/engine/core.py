@@ -125,6 +125,9 @@ class Engine:
         self.streams: dict[str, StreamState] = {}
         #: Streams changed since the runner last checkpointed (it clears the set).
         self.dirty: set[str] = set()
+        # The message being applied: forks of the streams it changes (None: dropped), metrics made at its commit.
+        self._work: dict[str, StreamState | None] = {}
+        self._after: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ entry point
 
@@ -167,8 +170,7 @@ class Engine:
 
     def handle(self, msg: Message) -> list[dict[str, Any]]:
         """Apply one decoded message, all or nothing: on any exception the streams are as they were."""
-        self._work: dict[str, StreamState | None] = {}
-        self._after: list[Callable[[], None]] = []
+        self._work, self._after = {}, []
         if isinstance(msg, SamplesMessage):
             out = self._samples(msg)
         elif isinstance(msg, FeatureMessage):
