@@ -146,7 +146,8 @@ class StdoutSink:
 
 def check_input(path: str) -> None:
     """Refuse an input that cannot be messages, before anything is read or written: a missing file, a
-    directory, or a file whose first line is not a JSON object (a CSV given to ``run`` instead of ``produce``)."""
+    directory, or a file whose first two lines are not JSON objects (a CSV given to ``run`` instead of
+    ``produce``)."""
     if path == "-":
         return
     p = Path(path)
@@ -156,8 +157,11 @@ def check_input(path: str) -> None:
         raise ValueError(f"{path} is a directory, not a file of JSONL messages")
     with open(p, "rb") as fh:
         head = fh.read(IDENTITY_BYTES)
-    first = next((ln.strip() for ln in head.removeprefix(BOM).splitlines() if ln.strip()), b"")
-    if first and not first.startswith(b"{"):
+    lines = [ln.strip() for ln in head.removeprefix(BOM).splitlines() if ln.strip()][:2]
+    first = lines[0] if lines else b""
+    # One bad line among messages is a dead letter; a file that starts with two lines of something else is not
+    # messages at all.
+    if lines and not any(ln.startswith(b"{") for ln in lines):
         shown = first[:60].decode("utf-8", "replace")
         hint = (" It looks like a CSV file: turn it into messages with `streamforest produce "
                 f"{path} --target COLUMN --stream NAME > messages.jsonl` first.") if b"," in first else ""

@@ -35,9 +35,11 @@ def check_refusals(e, msgs) -> int:
 
 
 @FUZZ
-@given(start=st.booleans(), msgs=st.lists(plausible_messages(), min_size=1, max_size=12))
-def test_refused_messages_leave_the_serialized_state_byte_identical(start, msgs):
-    check_refusals(engine(encoding="leaves"), (prelude() if start else []) + msgs)
+@given(start=st.booleans(), msgs=st.lists(plausible_messages(), min_size=1, max_size=12),
+       task=st.sampled_from(["classification", "regression"]))
+def test_refused_messages_leave_the_serialized_state_byte_identical(start, msgs, task):
+    """Labels drawn among numbers, strings, booleans and nulls: a regression stream meets text targets too."""
+    check_refusals(engine(encoding="leaves", task=task), (prelude() if start else []) + msgs)
 
 
 # Messages a regression stream must refuse, at every stage of its life (before and after its forest starts).

@@ -286,3 +286,10 @@ def test_waiting_feedback_and_truncated_dead_letters_validate_against_the_schema
         assert not list(schemas[r["type"]].iter_errors(r)), r
     bad = dict(waiting[0], generation=3)  # a waiting record has no generation
     assert list(schemas["feedback"].iter_errors(bad))
+
+
+def test_one_bad_first_line_among_messages_is_a_dead_letter_not_a_refused_input(tmp_path):
+    src = write_lines(tmp_path / "in.jsonl", [b"not json", *toy_lines()])
+    run(str(src), str(tmp_path / "out"), CONFIG)
+    errors = read(tmp_path / "out" / "errors.jsonl")
+    assert errors[0]["source"].endswith(":1") and len(read(tmp_path / "out" / "feedback.jsonl")) == 4
