@@ -236,7 +236,7 @@ def _mismatch(manifest: dict[str, Any], checkpoint_dir: str, input_path: str, ou
                 return (f"the output directory {output} does not hold what the checkpoint covers: {name} has "
                         f"{have} bytes, the checkpoint saw {size} (a new or emptied output directory?); resume with "
                         "the checkpointed run's --output")
-            if name in tails and _tail_hash(path, size) != tails[name]:
+            if size and name in tails and _tail_hash(path, size) != tails[name]:
                 return f"{path} is not the file the checkpoint saw (other bytes before its position {size})"
     return None
 

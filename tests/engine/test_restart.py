@@ -77,12 +77,13 @@ def test_a_restart_into_outputs_the_checkpoint_did_not_see_is_refused_and_pads_n
     assert not any(b"\0" in data for data in before.values() if not str(data[:4]).startswith("b'PK"))
 
 
-def test_the_cli_says_why_a_restart_into_a_new_directory_is_refused(checkpointed, tmp_path):
-    src, _, ckpt, _ = checkpointed
-    res = subprocess.run([*CLI, "run", "--input", str(src), "--output", str(tmp_path / "fresh"), "--checkpoint-dir",
-                          str(ckpt), "--forest-param", "trees_per_generation=3", "--forest-param", "max_depth=4",
-                          "--encoding", "leaves", "--n-components", "1024"], capture_output=True, text=True)
-    assert res.returncode == 1 and "Traceback" not in res.stderr
+@pytest.mark.parametrize("encoding", ["leaves", "none"])  # "none": an empty encodings.jsonl in the checkpoint
+def test_the_cli_says_why_a_restart_into_a_new_directory_is_refused(tmp_path, encoding):
+    src, out, ckpt = write_lines(tmp_path / "in.jsonl", toy_lines()), tmp_path / "out", tmp_path / "ckpt"
+    cmd = [*CLI, "run", "--input", str(src), "--checkpoint-dir", str(ckpt), "--encoding", encoding, *ARGS]
+    subprocess.run([*cmd, "--output", str(out)], check=True)
+    res = subprocess.run([*cmd, "--output", str(tmp_path / "fresh")], capture_output=True, text=True)
+    assert res.returncode == 1 and "Traceback" not in res.stderr and "Errno" not in res.stderr
     assert "new or emptied output directory" in res.stderr and "--output" in res.stderr
     assert not (tmp_path / "fresh").exists()
 
