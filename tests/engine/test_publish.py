@@ -95,7 +95,8 @@ def test_a_republication_read_after_the_next_message_is_cut_with_a_dead_letter()
     next(pending)
     e.process(dumps(feature("s", "late", t["ids"], [float(i % 3) for i in range(50)])))
     rest = list(pending)
-    assert rest[-1]["type"] == "error" and "model changed" in rest[-1]["reason"]
+    (error,) = rest[-1]
+    assert error["type"] == "error" and "model changed" in error["reason"]
 
 
 def test_runtime_files_are_the_bytes_of_the_records_whatever_the_chunk(tmp_path):
