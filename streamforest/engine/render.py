@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import orjson
-from numba import njit, prange
+from numba import njit
 
 
 def texts(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -38,37 +38,13 @@ def float_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     Values are told apart by their bits, so ``-0.0`` and ``0.0`` keep their own texts.
     """
     bits = np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint64)
-    distinct, index = np.unique(bits, return_inverse=True)
-    buf, off = texts([orjson.dumps(v) for v in distinct.view(np.float64).tolist()])
-    return buf, off, index.astype(np.int64)
-
-
-@njit(inline="always")
-def _int_len(v) -> int:
-    n = 1
-    if v < 0:
-        n += 1
-        v = -v
-    while v >= 10:
-        v //= 10
-        n += 1
-    return n
-
-
-@njit(inline="always")
-def _put_int(out, pos, v) -> int:
-    n = _int_len(v)
-    if v < 0:
-        out[pos] = 45  # "-"
-        v = -v
-    q = pos + n - 1
-    while True:
-        out[q] = 48 + v % 10
-        v //= 10
-        q -= 1
-        if v == 0:
-            break
-    return pos + n
+    # Encodings are mostly 1.0 (a node visited once): text 0, and only the other values are sorted.
+    one = bits == np.float64(1.0).view(np.uint64)
+    distinct, rest = np.unique(bits[~one], return_inverse=True)
+    index = np.zeros(bits.size, dtype=np.int64)
+    index[~one] = rest.reshape(-1) + 1
+    buf, off = texts([orjson.dumps(v) for v in [1.0, *distinct.view(np.float64).tolist()]])
+    return buf, off, index
 
 
 @njit(inline="always")
@@ -79,68 +55,53 @@ def _put(out, pos, src, a, b) -> int:
     return pos
 
 
-@njit(inline="always")
-def _line(i, out, pos, write, seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off,
-          index, single) -> int:
-    """Write (or, with ``write`` False, only measure) line ``i`` from ``pos``; returns where it ends."""
+@njit(cache=True)
+def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, out,
+            ends):
+    """Write every line into ``out`` (large enough), front to back; ``ends[i + 1]`` is where line ``i`` ends.
+
+    One pass on one thread: it is memory-bound, and on a busy machine a parallel region waits for its threads.
+    """
     n_names = names_off.shape[0] - 1
-    for s in range(5):
-        a, b = seg_off[s], seg_off[s + 1]
-        if write:
-            pos = _put(out, pos, seg, a, b)
-        else:
-            pos += b - a
-        if s <= 1:
-            a, b = ids_off[i], ids_off[i + 1]
-            if write:
-                pos = _put(out, pos, ids, a, b)
-            else:
-                pos += b - a
-        elif s == 2:
-            for q in range(iptr[i], iptr[i + 1]):
-                if q > iptr[i]:
-                    if write:
-                        out[pos] = 44  # ","
-                    pos += 1
-                if write:
-                    pos = _put_int(out, pos, ints[q])
-                else:
-                    pos += _int_len(ints[q])
-        elif s == 3:
-            for q in range(fptr[i], fptr[i + 1]):
-                k = q - fptr[i]
-                if k > 0:
-                    if write:
-                        out[pos] = 44
-                    pos += 1
-                a, b = names_off[k % n_names], names_off[k % n_names + 1]
-                if write:
-                    pos = _put(out, pos, names, a, b)
-                else:
-                    pos += b - a
-                t = 0 if single else index[q]
-                a, b = table_off[t], table_off[t + 1]
-                if write:
-                    pos = _put(out, pos, table, a, b)
-                else:
-                    pos += b - a
-    return pos
-
-
-@njit(parallel=True, cache=True)
-def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, ends):
-    m = ids_off.shape[0] - 1
-    dummy = np.empty(0, dtype=np.uint8)
-    for i in prange(m):
-        ends[i + 1] = _line(i, dummy, 0, False, seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off,
-                            table, table_off, index, single)
-    for i in range(m):
-        ends[i + 1] += ends[i]
-    out = np.empty(ends[m], dtype=np.uint8)
-    for i in prange(m):
-        _line(i, out, ends[i], True, seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table,
-              table_off, index, single)
-    return out
+    digits = np.empty(24, dtype=np.uint8)
+    pos = 0
+    for i in range(ids_off.shape[0] - 1):
+        pos = _put(out, pos, seg, seg_off[0], seg_off[1])
+        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
+        pos = _put(out, pos, seg, seg_off[1], seg_off[2])
+        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
+        pos = _put(out, pos, seg, seg_off[2], seg_off[3])
+        for q in range(iptr[i], iptr[i + 1]):
+            if q > iptr[i]:
+                out[pos] = 44  # ","
+                pos += 1
+            v = np.int64(ints[q])
+            if v < 0:
+                out[pos] = 45  # "-"
+                pos += 1
+                v = -v
+            n = 0
+            while True:
+                digits[n] = 48 + v % 10
+                v //= 10
+                n += 1
+                if v == 0:
+                    break
+            for d in range(n):
+                out[pos + d] = digits[n - 1 - d]
+            pos += n
+        pos = _put(out, pos, seg, seg_off[3], seg_off[4])
+        for q in range(fptr[i], fptr[i + 1]):
+            k = q - fptr[i]
+            if k > 0:
+                out[pos] = 44
+                pos += 1
+            c = k % n_names
+            pos = _put(out, pos, names, names_off[c], names_off[c + 1])
+            t = 0 if single else index[q]
+            pos = _put(out, pos, table, table_off[t], table_off[t + 1])
+        pos = _put(out, pos, seg, seg_off[4], seg_off[5])
+        ends[i + 1] = pos
 
 
 def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.ndarray, fptr: np.ndarray,
@@ -161,8 +122,15 @@ def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.nda
     else:
         table, table_off, index = float_table(floats)
         single = False
-    ends = np.zeros(len(ids) + 1, dtype=np.int64)
-    out = _render(seg, seg_off, id_buf, id_off, np.ascontiguousarray(iptr, dtype=np.int64),
-                  np.ascontiguousarray(ints), np.ascontiguousarray(fptr, dtype=np.int64), name_buf, name_off, table,
-                  table_off, index, single, ends)
-    return out.tobytes(), ends
+    m = len(ids)
+    iptr = np.ascontiguousarray(iptr, dtype=np.int64)
+    fptr = np.ascontiguousarray(fptr, dtype=np.int64)
+    n_ints, n_floats = int(iptr[m] - iptr[0]), int(fptr[m] - fptr[0])
+    widest = max((len(str(int(v))) for v in (ints.min(), ints.max())), default=1) if n_ints else 1
+    bound = (m * len(seg) + 2 * len(id_buf) + n_ints * (widest + 1)
+             + n_floats * (int(np.diff(name_off).max()) + int(np.diff(table_off).max()) + 1))
+    out = np.empty(bound, dtype=np.uint8)
+    ends = np.zeros(m + 1, dtype=np.int64)
+    _render(seg, seg_off, id_buf, id_off, iptr, np.ascontiguousarray(ints), fptr, name_buf, name_off, table,
+            table_off, index, single, out, ends)
+    return out[:ends[m]].tobytes(), ends
