@@ -32,6 +32,19 @@ def escaped(s: str) -> bytes:
     return orjson.dumps(s)[1:-1]
 
 
+def id_texts(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The escaped ids (buffer, offsets): in one piece when no id needs escaping (the usual case), else one by
+    one."""
+    joined = "".join(ids)
+    if joined.isascii():
+        raw = joined.encode("ascii")
+        if orjson.dumps(joined)[1:-1] == raw:
+            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
+            return np.frombuffer(raw, dtype=np.uint8), offsets
+    return texts([escaped(s) for s in ids])
+
+
 def float_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each distinct value's orjson text (buffer, offsets) and every value's index into them.
 
@@ -114,7 +127,7 @@ def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.nda
     if len(segments) != 5:
         raise ValueError(f"a line has 5 segments, got {len(segments)}")
     seg, seg_off = texts(segments)
-    id_buf, id_off = texts([escaped(s) for s in ids])
+    id_buf, id_off = id_texts(ids)
     name_buf, name_off = texts(names)
     if floats is None:
         table, table_off = texts([orjson.dumps(1.0)])

@@ -63,3 +63,10 @@ def test_encoding_lines_are_orjsons_bytes(weighted):
 def test_an_empty_batch_has_no_lines():
     batch = RecordBatch.of_encodings("s", [], 1, sp.csr_matrix((0, 8), dtype=np.float32))
     assert len(batch) == 0 and batch.jsonl() == b"" and list(batch) == []
+
+
+@pytest.mark.parametrize("ids", [["1", "22", "abc", ""], ["1", 'a"b'], ["a\x01", "b"], ["a\\", "b"], ["é", "b"]])
+def test_ids_are_escaped_as_orjson_does_in_one_piece_or_one_by_one(ids):
+    proba = np.full((len(ids), 2), 0.5)
+    batch = RecordBatch.of_predictions("s", ids, 1, np.array([0, 1]), proba)
+    check(batch, records.predictions("s", ids, 1, np.array([0, 1]), proba))
