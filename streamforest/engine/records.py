@@ -187,6 +187,13 @@ class RecordBatch(Sequence[dict[str, Any]]):
         """Every record as ``orjson.dumps(record) + b"\\n"``, in order, as one bytes."""
         return self.lines()[0]
 
+    def json_values(self) -> list[bytes]:
+        """Every record's ``orjson.dumps`` (no newline), in order: e.g. the values of Kafka messages keyed by
+        :meth:`keys`."""
+        blob, ends = self.lines()
+        e = ends.tolist()
+        return [blob[e[k]:e[k + 1] - 1] for k in range(len(self))]
+
     def lines(self) -> tuple[bytes, np.ndarray]:
         """:meth:`jsonl` and where each record's line ends: record ``k`` is ``blob[ends[k]:ends[k + 1] - 1]``."""
         s = render.escaped(self.stream)

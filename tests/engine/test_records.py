@@ -26,6 +26,7 @@ def check(batch: RecordBatch, reference: list[dict]) -> None:
     for k, r in enumerate(batch):
         assert blob[ends[k]:ends[k + 1]] == orjson.dumps(r) + b"\n"
     assert batch.keys() == [r["key"] for r in batch]
+    assert batch.json_values() == [orjson.dumps(r) for r in reference]
 
 
 @pytest.mark.parametrize("classes", [np.array([0, 1]), np.array(["no", "yes", 'm"aybe']), np.array([True, False]),
