@@ -115,3 +115,38 @@ def test_runtime_files_are_the_bytes_of_the_records_whatever_the_chunk(tmp_path)
                 for kind, name in OUTPUT_FILES.items() if kind != "feedback"}
     assert files[0] == files[1] == expected
     assert expected["encodings.jsonl"] and expected["errors.jsonl"]
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_crash_in_the_middle_of_a_republication_replays_the_message(tmp_path, monkeypatch):
+    import streamforest.engine.runtime as runtime
+
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(dumps(m) + b"\n" for m in toy_messages()))
+    whole = tmp_path / "whole"
+    run(str(src), str(whole), engine=make("leaves", 4), checkpoint_dir=str(tmp_path / "ck-whole"))
+
+    out, ck = tmp_path / "out", str(tmp_path / "ck")
+    write = runtime.DirectorySink.write
+    seen = []
+
+    def crashing(self, batch):
+        seen.append(batch)
+        if len(seen) == 30:  # inside the republication of a later feature
+            assert isinstance(batch, RecordBatch)
+            raise Crash
+        write(self, batch)
+
+    monkeypatch.setattr(runtime.DirectorySink, "write", crashing)
+    with pytest.raises(Crash):
+        run(str(src), str(out), engine=make("leaves", 4), checkpoint_dir=ck)
+    monkeypatch.setattr(runtime.DirectorySink, "write", write)
+    run(str(src), str(out), engine=make("leaves", 4), checkpoint_dir=ck)
+    for name in OUTPUT_FILES.values():
+        got, want = (out / name).read_bytes(), (whole / name).read_bytes()
+        if name == "feedback.jsonl":
+            got, want = ([untimed([orjson.loads(x)]) for x in b.splitlines()] for b in (got, want))
+        assert got == want, name
