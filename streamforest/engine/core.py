@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,9 @@ from streamforest.engine.state import StreamState
 from streamforest.forest import FeatureStreamForest
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
+#: Samples per republication batch: a few MB of records with hundreds of trees, and large enough that the
+#: per-batch costs (a numba call, a file write) are spread over thousands of records.
+CHUNK_SIZE = 4096
 ENCODINGS = ("leaves", "paths", "none")
 #: Widest hashed encoding a config accepts: CSR indices of 32 bits, what downstream sparse libraries expect.
 MAX_N_COMPONENTS = 2**31 - 1
@@ -119,9 +122,15 @@ class Engine:
     "unknown message type 'nonsense' (expected one of ['control', 'feature', 'label', 'samples'])"
     """
 
-    def __init__(self, config: EngineConfig | None = None, metrics: EngineMetrics | None = None) -> None:
+    def __init__(self, config: EngineConfig | None = None, metrics: EngineMetrics | None = None,
+                 chunk_size: int = CHUNK_SIZE) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
         self.config = config or EngineConfig()
         self.metrics = metrics or EngineMetrics()
+        #: Samples per batch of a republication: what bounds its memory.
+        self.chunk_size = chunk_size
+        self._pending: tuple | None = None
         self.streams: dict[str, StreamState] = {}
         #: Streams changed since the runner last checkpointed (it clears the set).
         self.dirty: set[str] = set()
@@ -134,33 +143,64 @@ class Engine:
     def process(self, raw: bytes | str, source: str = "", size: int | None = None) -> list[dict[str, Any]]:
         """Handle one message; returns the output records (an ``error`` record if it was refused).
 
+        All of :meth:`process_batches` in one list: for small uses and tests (a republication of many samples
+        is better read batch by batch).
+        """
+        return [r for batch in self.process_batches(raw, source, size) for r in batch]
+
+    def process_batches(self, raw: bytes | str, source: str = "",
+                        size: int | None = None) -> Iterator[Sequence[dict[str, Any]]]:
+        """Handle one message; yields its output records in batches of bounded size.
+
+        The message is validated and applied before the first batch is yielded: the first batch holds the
+        feedback records (or the one ``error`` record of a refused message); then the republication follows,
+        predictions then encodings, each in :class:`~streamforest.engine.records.RecordBatch` es of at most
+        ``chunk_size`` samples, predicted and encoded as they are read, so that memory holds one chunk at a time.
+        A republication reads the committed state of its own message, which later messages never write into.
         ``size`` is the message's length in bytes when ``raw`` is only its beginning (a source that did not read
         an over-long line whole).
         """
+        self._pending = None
         if size is None:
             size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
         if size > self.config.max_message_bytes:
             self.metrics.consumed("unknown")
-            return self._refuse(raw, source, f"message of {size} bytes is over the limit of "
-                                f"{self.config.max_message_bytes} bytes (max_message_bytes): send large feature "
-                                "columns in parts", "unknown", size=size)
+            yield self._refuse(raw, source, f"message of {size} bytes is over the limit of "
+                               f"{self.config.max_message_bytes} bytes (max_message_bytes): send large feature "
+                               "columns in parts", "unknown", size=size)
+            return
         try:
             msg = decode(raw)
         except Refused as exc:
             self.metrics.consumed("unknown")
-            return self._refuse(raw, source, str(exc), "unknown")
+            yield self._refuse(raw, source, str(exc), "unknown")
+            return
         kind = type(msg).__name__.removesuffix("Message").lower()
         self.metrics.consumed(kind)
         try:
             out = self.handle(msg)
         except Refused as exc:
-            return self._refuse(raw, source, str(exc), kind, msg.stream)
+            yield self._refuse(raw, source, str(exc), kind, msg.stream)
+            return
         except Exception as exc:  # a bug of ours must not stop the stream: dead-letter it with the cause
-            return self._refuse(raw, source, f"internal error: {type(exc).__name__}: {exc}", kind, msg.stream)
+            yield self._refuse(raw, source, f"internal error: {type(exc).__name__}: {exc}", kind, msg.stream)
+            return
+        finally:
+            pending, self._pending = self._pending, None
         self.dirty.add(msg.stream)
         for r in out:
             self.metrics.produced(r["type"])
-        return out
+        if out:
+            yield out
+        if pending is None:
+            return
+        try:
+            for batch in self._republication(*pending):
+                self.metrics.produced(batch.type, len(batch))
+                yield batch
+        except Exception as exc:  # the message was applied: only its republication is cut short
+            yield self._refuse(raw, source, f"internal error while republishing: {type(exc).__name__}: {exc}",
+                               kind, msg.stream)
 
     def _refuse(self, raw: bytes | str, source: str, reason: str, kind: str, stream: str = "",
                 size: int | None = None) -> list[dict]:
@@ -389,24 +429,41 @@ class Engine:
     # ------------------------------------------------------------------ outputs
 
     def _publish(self, st: StreamState) -> list[dict[str, Any]]:
-        """Predictions and encodings of the scoring set under the current model version, in one batch each."""
+        """Schedule the republication of the scoring set under the current model version.
+
+        It is built by :meth:`process_batches` once the message is applied, chunk by chunk; handlers get no
+        records from here.
+        """
         rows = st.scoring_rows(self.config.publish)
-        if st.forest is None or rows.size == 0:
-            return []
-        X = st.rows_matrix(rows)
-        version = st.forest.model_version_
-        ids = [st.ids[r] for r in rows]
-        if st.forest.task == "regression":
-            out = records.values(st.name, ids, version, st.forest.predict(X))
-        else:
-            out = records.predictions(st.name, ids, version, st.forest.classes_, st.forest.predict_proba(X))
-        if self.config.encoding != "none":
+        if st.forest is not None and rows.size:
+            self._pending = (st, st.forest, st.forest.model_version_, rows)
+        return []
+
+    def _republication(self, st: StreamState, forest: FeatureStreamForest, version: int,
+                       rows: np.ndarray) -> Iterator[records.RecordBatch]:
+        """Predictions of ``rows`` chunk by chunk, then their encodings chunk by chunk (the order of one batch)."""
+
+        def chunks(step: int) -> Iterator[tuple[list[str], dict[str, np.ndarray]]]:
+            for a in range(0, rows.size, step):
+                part = rows[a:a + step]
+                yield [st.ids[r] for r in part.tolist()], st.rows_matrix(part)
+
+        for ids, X in chunks(self.chunk_size):
+            if forest.task == "regression":
+                yield records.RecordBatch.of_values(st.name, ids, version, forest.predict(X))
+            else:
+                yield records.RecordBatch.of_predictions(st.name, ids, version, forest.classes_,
+                                                         forest.predict_proba(X))
+        if self.config.encoding == "none":
+            return
+        seconds = 0.0
+        for ids, X in chunks(self.chunk_size):
             start = time.perf_counter()
-            E = st.forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
-                                 leaves_only=self.config.encoding == "leaves")
-            self._later(self.metrics.encoding_seconds.observe, time.perf_counter() - start)
-            out += records.encodings(st.name, ids, version, E)
-        return out
+            E = forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
+                              leaves_only=self.config.encoding == "leaves")
+            seconds += time.perf_counter() - start
+            yield records.RecordBatch.of_encodings(st.name, ids, version, E)
+        self.metrics.encoding_seconds.observe(seconds)
 
 
 def _label_type(label: Any) -> str:

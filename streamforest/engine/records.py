@@ -2,6 +2,10 @@
 
 Records are plain dicts ready for JSON; each carries ``"v": 1``, its ``type`` and a ``key`` (the Kafka message key:
 the stream for feedback, ``stream/sample`` for per-sample records, so that a compacted topic keeps the latest).
+
+The per-sample records of a republication come in a :class:`RecordBatch`: a sequence of those same dicts, held as
+the forest's arrays until a sink asks. A sink that writes JSON takes :meth:`RecordBatch.jsonl` (every record's
+``orjson.dumps`` and a newline, written in bulk) and :meth:`RecordBatch.keys`; iterating gives the dicts.
 """
 
 from __future__ import annotations
@@ -9,13 +13,15 @@ from __future__ import annotations
 import base64
 import gc
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
+import orjson
 import scipy.sparse as sp
 
+from streamforest.engine import render
 from streamforest.forest import FeatureReport
 
 VERSION = 1
@@ -144,3 +150,115 @@ def encodings(stream: str, ids: list[str], model_version: int, E: sp.csr_matrix)
              "values": one * (indptr[k + 1] - indptr[k]) if unit else data[indptr[k]:indptr[k + 1]]}
             for k, sid in enumerate(ids)
         ]
+
+
+class RecordBatch(Sequence[dict[str, Any]]):
+    """The per-sample records of one kind (``prediction`` or ``encoding``) for a chunk of one stream's samples.
+
+    A sequence of the dicts :func:`predictions`, :func:`values` or :func:`encodings` build (made when read, so
+    iterating a batch costs what building those lists costs), plus the bulk form sinks use: :meth:`jsonl`, the
+    bytes of ``orjson.dumps(record) + b"\\n"`` for every record in order, written from the arrays without a
+    Python object per number, and :meth:`keys`. Make one with :meth:`of_predictions`, :meth:`of_values` or
+    :meth:`of_encodings`.
+
+    Examples
+    --------
+    >>> import numpy as np, orjson
+    >>> b = RecordBatch.of_predictions("s", ["a", "b"], 3, np.array([0, 1]), np.array([[0.25, 0.75], [1.0, 0.0]]))
+    >>> len(b), b.type, b.keys()
+    (2, 'prediction', ['s/a', 's/b'])
+    >>> b[1]["proba"]
+    {'0': 1.0, '1': 0.0}
+    >>> b.jsonl() == b"".join(orjson.dumps(r) + b"\\n" for r in b)
+    True
+    """
+
+    __slots__ = ("_arrays", "_build", "ids", "model_version", "stream", "type")
+
+    def __init__(self, type: str, stream: str, ids: list[str], model_version: int, build: Any,
+                 arrays: tuple) -> None:
+        self.type = type
+        self.stream = stream
+        self.ids = ids
+        self.model_version = model_version
+        self._build = build
+        self._arrays = arrays
+
+    @classmethod
+    def of_predictions(cls, stream: str, ids: list[str], model_version: int, classes: np.ndarray,
+                       proba: np.ndarray) -> RecordBatch:
+        """Class probabilities ``proba`` (one row per id, one column per class)."""
+        return cls("prediction", stream, ids, model_version, predictions, (classes, proba))
+
+    @classmethod
+    def of_values(cls, stream: str, ids: list[str], model_version: int, predicted: np.ndarray) -> RecordBatch:
+        """Predicted values of a regression stream."""
+        return cls("prediction", stream, ids, model_version, values, (predicted,))
+
+    @classmethod
+    def of_encodings(cls, stream: str, ids: list[str], model_version: int, E: sp.csr_matrix) -> RecordBatch:
+        """Encodings: row ``k`` of ``E`` is the encoding of ``ids[k]``."""
+        return cls("encoding", stream, ids, model_version, encodings, (E,))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def records(self) -> list[dict[str, Any]]:
+        """The records as dicts."""
+        return self._build(self.stream, self.ids, self.model_version, *self._arrays)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return iter(self.records())
+
+    @overload
+    def __getitem__(self, k: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[dict[str, Any]]: ...
+
+    def __getitem__(self, k: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        return self.records()[k]
+
+    def __repr__(self) -> str:
+        return f"RecordBatch({self.type!r}, stream={self.stream!r}, {len(self)} records, v{self.model_version})"
+
+    def keys(self) -> list[str]:
+        """Every record's key (``stream/id``)."""
+        return [f"{self.stream}/{sid}" for sid in self.ids]
+
+    def jsonl(self) -> bytes:
+        """Every record as ``orjson.dumps(record) + b"\\n"``, in order, as one bytes."""
+        return self.lines()[0]
+
+    def json_values(self) -> list[bytes]:
+        """Every record's ``orjson.dumps`` (no newline), in order: e.g. the values of Kafka messages keyed by
+        :meth:`keys`."""
+        blob, ends = self.lines()
+        e = ends.tolist()
+        return [blob[e[k]:e[k + 1] - 1] for k in range(len(self))]
+
+    def lines(self) -> tuple[bytes, np.ndarray]:
+        """:meth:`jsonl` and where each record's line ends: record ``k`` is ``blob[ends[k]:ends[k + 1] - 1]``."""
+        s = render.escaped(self.stream)
+        head = (b'{"v":%d,"type":"%s","key":"%s/' % (VERSION, self.type.encode(), s), b'","stream":"' + s
+                + b'","id":"', b'","model_version":' + str(int(self.model_version)).encode())
+        m = len(self.ids)
+        no_ints = np.zeros(m + 1, dtype=np.int64)
+        if self.type == "encoding":
+            (E,) = self._arrays
+            unit = bool((E.data == 1).all())
+            segments = [*head[:2], head[2] + b',"dim":%d,"indices":[' % E.shape[1], b'],"values":[', b"]}\n"]
+            return render.render(segments, self.ids, E.indptr, E.indices, E.indptr, [b""],
+                                 None if unit else E.data.astype(np.float64))
+        if self._build is values:
+            (predicted,) = self._arrays
+            segments = [*head[:2], head[2] + b',"value":', b"", b"}\n"]
+            return render.render(segments, self.ids, no_ints, no_ints[:1], np.arange(m + 1), [b""],
+                                 np.asarray(predicted, dtype=np.float64))
+        classes, proba = self._arrays
+        names = [class_key(c) for c in classes.tolist()]
+        c = len(names)
+        keys = [orjson.dumps(name) + b":" for name in names]
+        segments = [*head[:2], head[2] + b',"proba":{', b"", b"}}\n"]
+        return render.render(segments, self.ids, no_ints, no_ints[:1], np.arange(0, m * c + 1, c, dtype=np.int64),
+                             keys, np.asarray(proba, dtype=np.float64))

@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +28,7 @@ import orjson
 
 from streamforest.engine.checkpoint import Checkpointer
 from streamforest.engine.core import Engine, EngineConfig
+from streamforest.engine.records import RecordBatch
 
 BOM = b"\xef\xbb\xbf"
 #: How much of the input before a checkpoint's position, and of each output file, identifies them.
@@ -100,7 +101,10 @@ class DirectorySink:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.files = {kind: open(self.directory / name, "ab") for kind, name in OUTPUT_FILES.items()}
 
-    def write(self, records: list[dict[str, Any]]) -> None:
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        if isinstance(records, RecordBatch):
+            self.files[records.type].write(records.jsonl())
+            return
         for r in records:
             self.files[r["type"]].write(orjson.dumps(r) + b"\n")
 
@@ -128,8 +132,11 @@ class DirectorySink:
 class StdoutSink:
     """All records, one JSON object per line, to stdout."""
 
-    def write(self, records: list[dict[str, Any]]) -> None:
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
         out = sys.stdout.buffer
+        if isinstance(records, RecordBatch):
+            out.write(records.jsonl())
+            return
         for r in records:
             out.write(orjson.dumps(r) + b"\n")
 
@@ -291,12 +298,16 @@ def run(
     try:
         for raw, pos, n, size in source.lines(offset, line, engine.config.max_message_bytes):
             offset, line = pos, n
-            out = engine.process(raw, f"{source.name}:{line}", size=size)
-            sink.write(out)
+            model_changed = False
+            # Batch by batch, so that a republication is never whole in memory; the checkpoint below comes after
+            # the message's last batch, so a crash halfway through a republication replays the message.
+            for batch in engine.process_batches(raw, f"{source.name}:{line}", size=size):
+                sink.write(batch)
+                model_changed = model_changed or (
+                    not isinstance(batch, RecordBatch) and any(r["type"] == "feedback" for r in batch))
             since += 1
             if bar is not None:
                 bar.update(offset - bar.n)
-            model_changed = any(r["type"] == "feedback" for r in out)
             if checkpointer is not None and (model_changed or since >= checkpoint_every):
                 _checkpoint(checkpointer, engine, sink, source, offset, line)
                 since = 0

@@ -1,0 +1,149 @@
+"""JSON lines of per-sample records, written in bulk by numba: the same bytes as ``orjson.dumps`` of each record.
+
+A republication is tens of thousands of records of one shape, each holding a run of numbers (the encoding's
+indices and values, the class probabilities). Building a Python object per number and then serializing it costs
+more than the forest's own scoring, so the lines are written straight from the arrays: every line is
+
+    seg[0] id seg[1] id seg[2] ints seg[3] floats seg[4]
+
+where the five ``seg`` are the parts shared by every line (the escaped stream, the model version, the field
+names), ``id`` is the sample id, ``ints`` the row's integers joined by commas and ``floats`` the row's floats,
+each preceded by its name (``"0":`` for a class probability, nothing for an encoding value). Integers are written
+in decimal as JSON does; floats are written as the text orjson gives each distinct value (a table made once per
+batch), so the bytes are orjson's by construction, including ``null`` for a non-finite value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+from numba import njit
+
+
+def texts(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Byte strings as one ``uint8`` buffer and their offsets (``len(parts) + 1``)."""
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=offsets[1:])
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets
+
+
+def escaped(s: str) -> bytes:
+    """The JSON text of a string without its quotes (escaping is per character, so pieces concatenate)."""
+    return orjson.dumps(s)[1:-1]
+
+
+def id_texts(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The escaped ids (buffer, offsets): in one piece when no id needs escaping (the usual case), else one by
+    one."""
+    joined = "".join(ids)
+    if joined.isascii():
+        raw = joined.encode("ascii")
+        if orjson.dumps(joined)[1:-1] == raw:
+            offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+            np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
+            return np.frombuffer(raw, dtype=np.uint8), offsets
+    return texts([escaped(s) for s in ids])
+
+
+def float_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct value's orjson text (buffer, offsets) and every value's index into them.
+
+    Values are told apart by their bits, so ``-0.0`` and ``0.0`` keep their own texts.
+    """
+    bits = np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint64)
+    # Encodings are mostly 1.0 (a node visited once): text 0, and only the other values are sorted.
+    one = bits == np.float64(1.0).view(np.uint64)
+    distinct, rest = np.unique(bits[~one], return_inverse=True)
+    index = np.zeros(bits.size, dtype=np.int64)
+    index[~one] = rest.reshape(-1) + 1
+    buf, off = texts([orjson.dumps(v) for v in [1.0, *distinct.view(np.float64).tolist()]])
+    return buf, off, index
+
+
+@njit(inline="always")
+def _put(out, pos, src, a, b) -> int:
+    for q in range(a, b):
+        out[pos] = src[q]
+        pos += 1
+    return pos
+
+
+@njit(cache=True)
+def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, out,
+            ends):
+    """Write every line into ``out`` (large enough), front to back; ``ends[i + 1]`` is where line ``i`` ends.
+
+    One pass on one thread: it is memory-bound, and on a busy machine a parallel region waits for its threads.
+    """
+    n_names = names_off.shape[0] - 1
+    digits = np.empty(24, dtype=np.uint8)
+    pos = 0
+    for i in range(ids_off.shape[0] - 1):
+        pos = _put(out, pos, seg, seg_off[0], seg_off[1])
+        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
+        pos = _put(out, pos, seg, seg_off[1], seg_off[2])
+        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
+        pos = _put(out, pos, seg, seg_off[2], seg_off[3])
+        for q in range(iptr[i], iptr[i + 1]):
+            if q > iptr[i]:
+                out[pos] = 44  # ","
+                pos += 1
+            v = np.int64(ints[q])
+            if v < 0:
+                out[pos] = 45  # "-"
+                pos += 1
+                v = -v
+            n = 0
+            while True:
+                digits[n] = 48 + v % 10
+                v //= 10
+                n += 1
+                if v == 0:
+                    break
+            for d in range(n):
+                out[pos + d] = digits[n - 1 - d]
+            pos += n
+        pos = _put(out, pos, seg, seg_off[3], seg_off[4])
+        for q in range(fptr[i], fptr[i + 1]):
+            k = q - fptr[i]
+            if k > 0:
+                out[pos] = 44
+                pos += 1
+            c = k % n_names
+            pos = _put(out, pos, names, names_off[c], names_off[c + 1])
+            t = 0 if single else index[q]
+            pos = _put(out, pos, table, table_off[t], table_off[t + 1])
+        pos = _put(out, pos, seg, seg_off[4], seg_off[5])
+        ends[i + 1] = pos
+
+
+def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.ndarray, fptr: np.ndarray,
+           names: list[bytes], floats: np.ndarray | None) -> tuple[bytes, np.ndarray]:
+    """The lines (one bytes) and where each ends (``len(ids) + 1`` offsets, from 0).
+
+    Line ``i`` holds ``ints[iptr[i]:iptr[i + 1]]`` and ``floats[fptr[i]:fptr[i + 1]]`` (``floats`` None: every
+    float is ``1.0``); the ``k``-th float of a line is preceded by ``names[k % len(names)]``.
+    """
+    if len(segments) != 5:
+        raise ValueError(f"a line has 5 segments, got {len(segments)}")
+    seg, seg_off = texts(segments)
+    id_buf, id_off = id_texts(ids)
+    name_buf, name_off = texts(names)
+    if floats is None:
+        table, table_off = texts([orjson.dumps(1.0)])
+        index, single = np.zeros(0, dtype=np.int64), True
+    else:
+        table, table_off, index = float_table(floats)
+        single = False
+    m = len(ids)
+    iptr = np.ascontiguousarray(iptr, dtype=np.int64)
+    fptr = np.ascontiguousarray(fptr, dtype=np.int64)
+    n_ints, n_floats = int(iptr[m] - iptr[0]), int(fptr[m] - fptr[0])
+    widest = max((len(str(int(v))) for v in (ints.min(), ints.max())), default=1) if n_ints else 1
+    bound = (m * len(seg) + 2 * len(id_buf) + n_ints * (widest + 1)
+             + n_floats * (int(np.diff(name_off).max()) + int(np.diff(table_off).max()) + 1))
+    out = np.empty(bound, dtype=np.uint8)
+    ends = np.zeros(m + 1, dtype=np.int64)
+    _render(seg, seg_off, id_buf, id_off, iptr, np.ascontiguousarray(ints), fptr, name_buf, name_off, table,
+            table_off, index, single, out, ends)
+    return out[:ends[m]].tobytes(), ends
