@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,6 +22,17 @@ def _backend_warnings(output: str) -> list[str]:
     return [line for line in output.splitlines() if "BuildBackendWarning" in line or "SetuptoolsDeprecation" in line]
 
 
+def _source_copy(tmp_path: Path) -> Path:
+    """What a build reads, copied away: an in-tree build would leave build/ in the checkout."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("streamforest", "connectors"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.nb[ic]"))
+    return src
+
+
 def _makefile_env() -> dict[str, str]:
     """The environment the Makefile's install recipe adds (its QUIET_BUILD variable)."""
     text = (REPO / "Makefile").read_text()
@@ -32,11 +44,13 @@ def _makefile_env() -> dict[str, str]:
 @pytest.mark.slow
 def test_wheel_builds_without_warnings_and_carries_the_datasets(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+    wheels = tmp_path / "wheels"
+    src = _source_copy(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(wheels), str(src)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert _backend_warnings(r.stdout + r.stderr) == []
-    (wheel,) = tmp_path.glob("streamforest-*.whl")
+    (wheel,) = wheels.glob("streamforest-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     files = ["MANIFEST.tsv"] + [row["file"] for row in read_manifest(bundled_dir())]
     assert {f"streamforest/data/{f}" for f in files} <= names
@@ -47,15 +61,15 @@ def test_wheel_builds_without_warnings_and_carries_the_datasets(tmp_path):
 
 @pytest.mark.slow
 def test_editable_install_as_the_makefile_runs_it_is_quiet(tmp_path):
-    venv = tmp_path / "venv"
+    venv, src = tmp_path / "venv", _source_copy(tmp_path)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"} | _makefile_env()
     # The test environment's pip installs into the fresh venv (no network, no dependencies needed).
     r = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--quiet",
-                        "--no-deps", "-e", str(REPO)], capture_output=True, text=True, env=env)
+                        "--no-deps", "-e", str(src)], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert _backend_warnings(r.stdout + r.stderr) == []
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
                         "import importlib.util as u; print(u.find_spec('streamforest').origin)"],
-                       capture_output=True, text=True, check=True)
-    assert Path(r.stdout.strip()) == REPO / "streamforest" / "__init__.py"
+                       capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert Path(r.stdout.strip()) == src / "streamforest" / "__init__.py"
