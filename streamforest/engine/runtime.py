@@ -17,8 +17,10 @@ from typing import IO, Any
 
 import orjson
 
+from streamforest.compilation import COMPILE_NOTICE, kernels_compiled
 from streamforest.engine.checkpoint import Checkpointer
 from streamforest.engine.core import Engine, EngineConfig
+from streamforest.engine.progress import Progress
 
 OUTPUT_FILES = {"feedback": "feedback.jsonl", "prediction": "predictions.jsonl", "encoding": "encodings.jsonl",
                 "error": "errors.jsonl"}
@@ -113,9 +115,15 @@ def run(
     checkpoint_dir: str | None = None,
     checkpoint_every: int = 1000,
     engine: Engine | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
+    status_every: float = 10.0,
 ) -> Engine:
-    """Run the engine over ``input_path`` ("-" for stdin) into ``output`` (a directory, or "-" for stdout)."""
+    """Run the engine over ``input_path`` ("-" for stdin) into ``output`` (a directory, or "-" for stdout).
+
+    ``progress`` says what stderr shows while it runs (:class:`~streamforest.engine.progress.Progress`): a mode
+    ``"auto"``, ``"bar"``, ``"lines"`` (a status line every ``status_every`` seconds) or ``"none"``; ``True`` is
+    ``"bar"``, ``False`` ``"none"``.
+    """
     engine = engine or Engine(config)
     sink: DirectorySink | StdoutSink = StdoutSink() if output == "-" else DirectorySink(output)
     source = JsonlSource(input_path)
@@ -135,20 +143,18 @@ def run(
         offset, line = manifest["position"]["offset"], manifest["position"]["line"]
         sink.truncate(manifest["outputs"])
     since = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        total = os.path.getsize(input_path) if input_path != "-" else None
-        bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc="input", file=sys.stderr)
+    mode = ("bar" if progress else "none") if isinstance(progress, bool) else progress
+    total = os.path.getsize(input_path) if input_path != "-" else None
+    reporter = Progress(mode, source.name, total, offset, interval=status_every)
+    if kernels_compiled() is False:
+        reporter.note(COMPILE_NOTICE)
     try:
         for raw, pos, n in source.read(offset, line):
             offset, line = pos, n
             out = engine.process(raw, f"{source.name}:{line}")
             sink.write(out)
             since += 1
-            if bar is not None:
-                bar.update(offset - bar.n)
+            reporter.update(offset, line, out)
             model_changed = any(r["type"] == "feedback" for r in out)
             if checkpointer is not None and (model_changed or since >= checkpoint_every):
                 _checkpoint(checkpointer, engine, sink, source.name, offset, line)
@@ -158,8 +164,7 @@ def run(
         else:
             sink.flush()
     finally:
-        if bar is not None:
-            bar.close()
+        reporter.close()
         sink.close()
     return engine
 
