@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from streamforest.compilation import COMPILE_NOTICE, kernels_compiled
 from streamforest.datasets import bundled_dataset
 
 BAD_LINES = [
@@ -47,6 +48,8 @@ def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
         return 1
     msgs, test, data = produce_messages(path, "target", "demo", seed=seed, nominal=nominal)
     out.mkdir(parents=True, exist_ok=True)
+    if kernels_compiled() is False:
+        print(COMPILE_NOTICE, flush=True)
     lines = [orjson.dumps(m) for m in msgs]
     # A few bad messages mixed in: each becomes one dead letter in errors.jsonl, and nothing else is lost.
     lines = lines[:2] + BAD_LINES + lines[2:]

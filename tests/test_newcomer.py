@@ -85,11 +85,15 @@ def test_require_does_not_hide_other_missing_modules(monkeypatch):
 
 
 @pytest.mark.slow
-def test_demo_without_matplotlib_names_no_plot(monkeypatch, capsys, tmp_path):
+def test_demo_says_it_compiles_and_without_matplotlib_names_no_plot(monkeypatch, capsys, tmp_path):
     (tmp_path / "score_per_feature.png").write_bytes(b"an earlier run's plot")
     block(monkeypatch, "matplotlib")
+    import streamforest.demo
+
+    monkeypatch.setattr(streamforest.demo, "kernels_compiled", lambda: False)  # as on a fresh install
     assert main(["demo", "--dataset", "banknote-authentication", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("first use: compiling the forest's numba kernels")
     assert "no plot: the demo's plot needs matplotlib" in out and "pip install 'streamforest[plot]'" in out
     assert "score_per_feature.png" not in out
     assert not (tmp_path / "score_per_feature.png").exists()
