@@ -134,6 +134,7 @@ def test_run_reports_status_lines_when_stderr_is_not_a_terminal(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
+    assert lines[0] == f"streamforest run: reading {src} ({src.stat().st_size / 1e3:.1f} kB)"
     assert lines[-2].startswith("streamforest run: done in ")
     assert "5 messages -> " in lines[-2] and "(4 feedback, 0 dead letters)" in lines[-2]
     assert lines[-1].startswith("streamforest run: wrote feedback.jsonl")
@@ -160,9 +161,10 @@ def test_periodic_status_lines_come_while_a_message_is_processed():
     p.update(500, 1, [{"type": "feedback"}])
     p.close()
     lines = out.getvalue().splitlines()
-    assert len(lines) >= 3
+    assert len(lines) >= 4
     assert all(line.startswith("streamforest run: ") for line in lines)
-    assert "line 0 (0% of 1.0 kB), 0 messages" in lines[0]
+    assert lines[0] == "streamforest run: reading in.jsonl (1.0 kB)"
+    assert "line 0 (0% of 1.0 kB), 0 messages" in lines[1]
     assert "line 1 (50% of 1.0 kB), 1 messages -> 1 records" in lines[-1]
 
 
@@ -173,7 +175,7 @@ def test_compile_notice_when_the_kernels_are_not_cached(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "run", "--input", str(src), "--output", str(tmp_path / "out"),
                         "--forest-param", "trees_per_generation=3"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[0] == ("streamforest run: first use: compiling the forest's numba kernels (about a "
+    assert r.stderr.splitlines()[1] == ("streamforest run: first use: compiling the forest's numba kernels (about a "
                                         "minute, once; later runs load them from the on-disk cache)")
 
 

@@ -28,6 +28,7 @@ class Progress:
     >>> p.update(50, 3, [{"type": "feedback"}, {"type": "prediction"}, {"type": "error"}])
     >>> p.close()
     >>> print(out.getvalue().strip())
+    streamforest run: reading in.jsonl (100 B)
     streamforest run: done in 2 s: in.jsonl line 3 (50% of 100 B), 1 messages -> 3 records (1 feedback, 1 dead letters)
     """
 
@@ -50,7 +51,10 @@ class Progress:
 
             self._bar = tqdm(total=total_bytes, initial=offset, unit="B", unit_scale=True, desc="input",
                              file=self.out)
-        elif mode == "lines" and interval > 0:
+        elif mode == "lines":
+            size = f" ({_size(total_bytes)}{f', resuming at byte {offset}' if offset else ''})" if total_bytes else ""
+            print(f"streamforest run: reading {source}{size}", file=self.out, flush=True)
+        if mode == "lines" and interval > 0:
             self._thread = threading.Thread(target=self._tick, args=(interval,), daemon=True)
             self._thread.start()
 
