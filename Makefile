@@ -2,13 +2,16 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# setuptools notes "Editable installation." for every editable install of a package with a mapped directory
+# (connectors/ is installed as streamforest.connectors); it is information, not a problem, so it is not shown.
+QUIET_BUILD := PYTHONWARNINGS="ignore:Editable installation"
 
 .PHONY: demo test lint reproduce bench clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(QUIET_BUILD) $(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)

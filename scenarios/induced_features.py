@@ -34,6 +34,8 @@ whole split. Datasets with fewer than
 
     .venv/bin/python -m scenarios.induced_features                  # all datasets, 3 seeds, 2 workers
     .venv/bin/python -m scenarios.induced_features --quick          # a small subset, about a minute
+    .venv/bin/python -m scenarios.induced_features --bundled        # the datasets shipped in the package (no
+                                                                    # shared/ needed; --quick: 3 of them)
     .venv/bin/python -m scenarios.induced_features --datasets diabetes,phoneme --seeds 5
     .venv/bin/python -m scenarios.induced_features --resummarise    # rebuild the tables from a finished run
 
@@ -562,7 +564,9 @@ def write_tsv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def plot_noise(summary: dict[float, dict[str, float]], path: Path) -> None:
-    import matplotlib
+    from streamforest.optional import require
+
+    matplotlib = require("matplotlib", "the induced-features plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -623,6 +627,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--data-dir", type=Path, default=SHARED / "datasets" / "motl2019")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "induced")
     ap.add_argument("--quick", action="store_true", help=f"{len(QUICK)} small datasets, {QUICK_SEEDS} seeds")
+    ap.add_argument("--bundled", action="store_true",
+                    help="the datasets shipped inside the package instead of --data-dir (no shared/ needed)")
     ap.add_argument("--datasets", help="comma-separated dataset names")
     ap.add_argument("--seeds", type=int, default=None, help="how many of the seeds 2101.. (default 3)")
     ap.add_argument("--workers", type=int, default=2)
@@ -653,8 +659,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.resummarise:
         return resummarise(args.out)
+    if args.bundled:
+        from streamforest.datasets import bundled_dir
+
+        args.data_dir = bundled_dir()
     if not (args.data_dir / "MANIFEST.tsv").exists():
-        print(f"no datasets at {args.data_dir}", file=sys.stderr)
+        print(f"no datasets at {args.data_dir} (use --bundled, or put shared/ beside the repository)", file=sys.stderr)
         return 2
     units, notes = make_units(args)
     if not units:

@@ -9,7 +9,8 @@ the 242 datasets instead of 87.2%: the smoothing narrows the gap between the pol
 
     python -m scenarios.paper_reproduction            # all datasets in shared/, both cores
     python -m scenarios.paper_reproduction --quick    # a small subset (CI)
-    python -m scenarios.paper_reproduction --bundled  # the datasets shipped in the package (no shared/ needed)
+    python -m scenarios.paper_reproduction --bundled  # the 5 datasets shipped in the package, and the paper's
+                                                      # figures for them (no shared/ needed)
     python -m scenarios.paper_reproduction --library-defaults   # also: our defaults vs a strong sklearn forest
 
 Writes ``results/paper/results.tsv`` (the authors' format), ``report.md``, ``per_dataset.tsv`` and
@@ -214,7 +215,9 @@ def write_outputs(out: Path, rows: list[dict], per: list[dict], report: str, ela
 
 
 def plot(per: list[dict], path: Path) -> None:
-    import matplotlib
+    from streamforest.optional import require
+
+    matplotlib = require("matplotlib", "the paper reproduction's plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -244,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--anchors", type=Path, default=SHARED / "anchors" / "motl2019_results_per_dataset.tsv")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "paper")
     ap.add_argument("--quick", action="store_true", help="a small subset of datasets and 3 seeds")
-    ap.add_argument("--bundled", action="store_true", help="the datasets shipped inside the package")
+    ap.add_argument("--bundled", action="store_true",
+                    help="the datasets shipped inside the package, compared with the paper's figures for them "
+                         "(streamforest/data/motl2019_anchors.tsv, rows of shared/anchors)")
     ap.add_argument("--datasets", help="comma-separated dataset names")
     ap.add_argument("--seeds", type=int, default=len(SEEDS), help="how many of the paper's seeds")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
@@ -255,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamforest.datasets import bundled_dir
 
     data_dir = bundled_dir() if args.bundled else args.data_dir
+    anchors_path = bundled_dir() / "motl2019_anchors.tsv" if args.bundled else args.anchors
     if not (data_dir / "MANIFEST.tsv").exists():
         print(f"no datasets at {data_dir} (use --bundled, or put shared/ beside the repository)", file=sys.stderr)
         return 2
@@ -268,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     rows = run_all(tasks, args.workers)
     elapsed = time.perf_counter() - start
-    anchors = read_anchor(args.anchors) if args.anchors.exists() else None
+    anchors = read_anchor(anchors_path) if anchors_path.exists() else None
     report, per = summarise(rows, anchors)
     write_outputs(args.out, rows, per, report, elapsed)
     print(report)

@@ -39,6 +39,35 @@ def bundled_dir() -> Path:
     return Path(str(resources.files("streamforest") / "data"))
 
 
+def bundled_names() -> list[str]:
+    """Names of the datasets shipped with the package: what ``streamforest produce``, ``streamforest demo
+    --dataset``, ``streamforest datasets`` and the scenarios' ``--bundled`` mode take.
+
+    Examples
+    --------
+    >>> bundled_names()[:2]
+    ['diabetes', 'banknote-authentication']
+    """
+    return [row["name"] for row in read_manifest(bundled_dir())]
+
+
+def bundled_dataset(name: str) -> tuple[Path, set[str]]:
+    """The CSV path and the nominal columns of the bundled dataset ``name`` (its label column is ``target``).
+
+    Examples
+    --------
+    >>> path, nominal = bundled_dataset("ilpd")
+    >>> path.name, sorted(nominal)
+    ('ilpd_1480.csv', ['Gender'])
+    """
+    rows = {row["name"]: row for row in read_manifest(bundled_dir())}
+    if name not in rows:
+        raise ValueError(f"no bundled dataset {name!r}; the bundled ones are {', '.join(rows)} "
+                         "(`streamforest datasets` lists them)")
+    row = rows[name]
+    return bundled_dir() / row["file"], {c for c in row["nominal_cols"].split(";") if c}
+
+
 def read_manifest(directory: Path) -> list[dict[str, str]]:
     with open(directory / "MANIFEST.tsv", newline="") as fh:
         return list(csv.DictReader(fh, delimiter="\t"))

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from streamforest.datasets import bundled_dir, read_manifest
+from streamforest.compilation import COMPILE_NOTICE, kernels_compiled
+from streamforest.datasets import bundled_dataset
 
 BAD_LINES = [
     b'{"v": 1, "type": "feature", "stream": "demo", "name": "broken"',  # truncated JSON
@@ -35,18 +36,20 @@ def _test_auc(records: list[dict], y: np.ndarray, test: np.ndarray, classes: lis
     return out
 
 
-def demo(out: Path, dataset: str = "diabetes_37.csv", seed: int = 0) -> int:
+def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
     from streamforest.engine.core import EngineConfig
     from streamforest.engine.produce import produce_messages
     from streamforest.engine.runtime import run
 
-    rows = {r["file"]: r for r in read_manifest(bundled_dir())}
-    if dataset not in rows:
-        print(f"streamforest demo: no bundled dataset {dataset!r}; bundled: {sorted(rows)}")
+    try:
+        path, nominal = bundled_dataset(dataset)
+    except ValueError as exc:
+        print(f"streamforest demo: {exc}")
         return 1
-    nominal = {c for c in rows[dataset]["nominal_cols"].split(";") if c}
-    msgs, test, data = produce_messages(bundled_dir() / dataset, "target", "demo", seed=seed, nominal=nominal)
+    msgs, test, data = produce_messages(path, "target", "demo", seed=seed, nominal=nominal)
     out.mkdir(parents=True, exist_ok=True)
+    if kernels_compiled() is False:
+        print(COMPILE_NOTICE, flush=True)
     lines = [orjson.dumps(m) for m in msgs]
     # A few bad messages mixed in: each becomes one dead letter in errors.jsonl, and nothing else is lost.
     lines = lines[:2] + BAD_LINES + lines[2:]
@@ -81,17 +84,21 @@ def demo(out: Path, dataset: str = "diabetes_37.csv", seed: int = 0) -> int:
     final_c = test_auc[max(test_auc)]
     final_b = results["baseline"][1][max(results["baseline"][1])]
     print(f"\nfinal test AUC: challenger {final_c:.4f} vs baseline (uniform sampling, equal weights) {final_b:.4f}")
-    _plot(results, out / "score_per_feature.png")
-    print(f"outputs in {out}/challenger and {out}/baseline; plot {out / 'score_per_feature.png'}")
+    plot = _plot(results, out / "score_per_feature.png")
+    print(f"outputs in {out}/challenger and {out}/baseline" + (f"; plot {plot}" if plot else ""))
     return 0
 
 
-def _plot(results: dict, path: Path) -> None:
+def _plot(results: dict, path: Path) -> Path | None:
+    """Write the plot; the path written, or None (and why) when matplotlib is not installed."""
+    from streamforest.optional import require
+
+    path.unlink(missing_ok=True)  # an earlier run's plot would pass for this one's
     try:
-        import matplotlib
-    except ImportError:
-        print("(matplotlib not installed: no plot; pip install 'streamforest[plot]')")
-        return
+        matplotlib = require("matplotlib", "the demo's plot")
+    except ModuleNotFoundError as exc:
+        print(f"no plot: {exc}")
+        return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -109,3 +116,4 @@ def _plot(results: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path

@@ -929,6 +929,18 @@ class FeatureStreamForest:
         older than the last ``DELTA_WINDOW`` changes, or from before :meth:`add_samples` regrew every tree, raise
         ``ValueError``: re-encode instead.
 
+        Parameters
+        ----------
+        X
+            The samples, as for :meth:`encode` (all features that have arrived by now).
+        since
+            A model version: the value of :attr:`model_version_` when the encoding you hold was made. The version
+            grows by one with every change of the trees (add_feature, add_samples, set_samples, refresh, fit),
+            and the engine stamps it on every published record as ``model_version``; a consumer keeps it beside its
+            encodings and asks for the delta since then instead of re-encoding everything.
+        n_components, leaves_only, missing, signed, sample_ids
+            As for :meth:`encode` (the same values as the earlier encoding, or the sum is meaningless).
+
         Examples
         --------
         >>> import numpy as np

@@ -10,10 +10,15 @@ Install with the ``river`` extra (``pip install streamforest[river]``).
 
 from __future__ import annotations
 
-from .classifier import ForestClassifier
-from .encoder import ForestEncoder
-from .feed import iter_encodings, labels_from_messages, read_records
-from .regressor import ForestRegressor
+from streamforest.optional import require
+
+# Before the submodules (they import river): a missing river is explained, with its extra.
+require("river", "streamforest.connectors.river")
+
+from .classifier import ForestClassifier  # noqa: E402
+from .encoder import ForestEncoder  # noqa: E402
+from .feed import iter_encodings, labels_from_messages, read_records  # noqa: E402
+from .regressor import ForestRegressor  # noqa: E402
 
 __all__ = ["ForestClassifier", "ForestEncoder", "ForestRegressor", "iter_encodings", "labels_from_messages",
            "read_records"]

@@ -21,18 +21,19 @@ def produce_messages(csv_path: Path, target: str, stream: str, seed: int = 0, te
                      order: str = "random", nominal: set[str] = frozenset(), chunk: int = 0):
     """The messages of a dataset: one ``samples`` message (test rows unlabelled), then one ``feature`` per column.
 
-    Sample ids are the 0-based CSV row numbers, as strings. Returns the messages and the test row indices.
+    ``csv_path`` is a CSV file or the name of a bundled dataset (:func:`streamforest.datasets.bundled_names`).
+    Sample ids are the 0-based CSV row numbers, as strings. Returns the messages, the test row indices and the
+    dataset.
     """
-    from streamforest.datasets import bundled_dir, load_csv, read_manifest, stratified_split
+    from streamforest.datasets import bundled_dataset, bundled_names, load_csv, stratified_split
 
     csv_path = Path(csv_path)
     if not csv_path.exists():
-        bundled = {r["name"]: r for r in read_manifest(bundled_dir())}
-        if str(csv_path) not in bundled:
-            raise ValueError(f"no file {csv_path} (and no bundled dataset of that name: {sorted(bundled)})")
-        row = bundled[str(csv_path)]
-        csv_path = bundled_dir() / row["file"]
-        nominal = set(nominal) | {c for c in row["nominal_cols"].split(";") if c}
+        if str(csv_path) not in bundled_names():
+            raise ValueError(f"no file {csv_path}, and no bundled dataset of that name "
+                             f"(bundled: {', '.join(bundled_names())})")
+        csv_path, bundled_nominal = bundled_dataset(str(csv_path))
+        nominal = set(nominal) | bundled_nominal
     data = load_csv(csv_path, set(nominal), target=target)
     _, test = stratified_split(data.y, seed, test_fraction) if test_fraction > 0 else (
         np.arange(data.n), np.zeros(0, dtype=np.int64))

@@ -26,8 +26,10 @@ from typing import IO, Any
 
 import orjson
 
+from streamforest.compilation import COMPILE_NOTICE, kernels_compiled
 from streamforest.engine.checkpoint import Checkpointer
 from streamforest.engine.core import Engine, EngineConfig
+from streamforest.engine.progress import Progress
 from streamforest.engine.records import RecordBatch
 
 BOM = b"\xef\xbb\xbf"
@@ -255,12 +257,15 @@ def run(
     checkpoint_dir: str | None = None,
     checkpoint_every: int = 1000,
     engine: Engine | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
+    status_every: float = 10.0,
 ) -> Engine:
     """Run the engine over ``input_path`` ("-" for stdin) into ``output`` (a directory, or "-" for stdout).
 
     ``ValueError`` before anything is read or written when the input is not messages or the checkpoint does not
-    fit this run (see the module).
+    fit this run (see the module). ``progress`` says what stderr shows while it runs
+    (:class:`~streamforest.engine.progress.Progress`): a mode ``"auto"``, ``"bar"``, ``"lines"`` (a status line
+    every ``status_every`` seconds) or ``"none"``; ``True`` is ``"bar"``, ``False`` ``"none"``.
     """
     if checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
@@ -289,25 +294,27 @@ def run(
             print(f"streamforest: resuming after line {line} of {source.name}; records written to stdout after "
                   "the last checkpoint are written again (stdout is at-least-once)", file=sys.stderr)
     since = 0
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        total = os.path.getsize(input_path) if input_path != "-" else None
-        bar = tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc="input", file=sys.stderr)
+    mode = ("bar" if progress else "none") if isinstance(progress, bool) else progress
+    total = os.path.getsize(input_path) if input_path != "-" else None
+    reporter = Progress(mode, source.name, total, offset, interval=status_every)
+    if kernels_compiled() is False:
+        reporter.note(COMPILE_NOTICE)
     try:
         for raw, pos, n, size in source.lines(offset, line, engine.config.max_message_bytes):
             offset, line = pos, n
-            model_changed = False
+            n_records = n_feedback = n_errors = 0
             # Batch by batch, so that a republication is never whole in memory; the checkpoint below comes after
             # the message's last batch, so a crash halfway through a republication replays the message.
             for batch in engine.process_batches(raw, f"{source.name}:{line}", size=size):
                 sink.write(batch)
-                model_changed = model_changed or (
-                    not isinstance(batch, RecordBatch) and any(r["type"] == "feedback" for r in batch))
+                n_records += len(batch)
+                if not isinstance(batch, RecordBatch):  # feedback and errors come as plain lists
+                    kinds = [r["type"] for r in batch]
+                    n_feedback += kinds.count("feedback")
+                    n_errors += kinds.count("error")
             since += 1
-            if bar is not None:
-                bar.update(offset - bar.n)
+            reporter.update(offset, line, n_records, n_feedback, n_errors)
+            model_changed = n_feedback > 0
             if checkpointer is not None and (model_changed or since >= checkpoint_every):
                 _checkpoint(checkpointer, engine, sink, source, offset, line)
                 since = 0
@@ -316,8 +323,7 @@ def run(
         else:
             sink.flush()
     finally:
-        if bar is not None:
-            bar.close()
+        reporter.close()
         sink.close()
     return engine
 
