@@ -227,9 +227,11 @@ class Engine:
         self._check_labels(st, [s.label for s in msg.samples])
         # Validated: apply (to the fork).
         fresh = [s.id for s in msg.samples if s.id not in st.index]
-        st.add_rows(fresh)
-        for name in {k for s in msg.samples for k in s.x}:
-            st.columns[name] = st.columns[name].copy()  # the committed stream still holds the old array
+        if fresh:
+            st.add_rows(fresh)  # every column becomes a new, longer array
+        else:
+            for name in {k for s in msg.samples for k in s.x}:
+                st.columns[name] = st.columns[name].copy()  # the committed stream still holds the old array
         labelled = False
         for s in msg.samples:
             row = st.index[s.id]

@@ -59,7 +59,9 @@ class StreamState:
                         dtype=np.int64)
 
     def add_rows(self, ids: list[str]) -> None:
-        """New samples (unlabelled, all values missing until set)."""
+        """New samples (unlabelled, all values missing until set); every column is replaced by a longer array."""
+        if not ids:
+            return
         for sid in ids:
             self.index[sid] = len(self.ids)
             self.ids.append(sid)
