@@ -119,6 +119,8 @@ class Checkpointer:
             raise CheckpointError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
             raise CheckpointError(f"{path}: not a streamforest checkpoint of version {VERSION}")
+        if "sha256" in manifest and manifest.pop("sha256") != _digest(manifest):
+            raise CheckpointError(f"{path}: corrupt (its checksum does not match its content)")
         streams = {}
         try:
             for stream, fname in manifest["streams"].items():
@@ -182,6 +184,7 @@ class Checkpointer:
             files[name] = fname
         manifest = {"format": FORMAT, "version": VERSION, "seq": self.seq, "position": position,
                     "outputs": outputs, "streams": files, "config": config, **extra}
+        manifest["sha256"] = _digest(manifest)  # stream files are zip members, checked by their CRC-32
         tmp = self.directory / f".{MANIFEST}.tmp"
         with open(tmp, "w") as fh:
             json.dump(manifest, fh)
@@ -199,6 +202,10 @@ class Checkpointer:
         for path in self.directory.glob("stream-*.npz"):
             if path.name not in keep:
                 path.unlink(missing_ok=True)
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
 def _fsync_directory(directory: Path) -> None:
