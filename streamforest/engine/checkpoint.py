@@ -9,6 +9,8 @@ either names. :meth:`Checkpointer.load` restores the newest generation that read
 corrupt or truncated (a disk fault, a copy cut short) it says so in :attr:`Checkpointer.warnings` and falls back to
 the previous one, whose position is earlier: the runner replays the input from there. Nothing read back is a
 pickle, and no reading error escapes as anything but a :class:`CheckpointError` naming the file and the cause.
+Damage is detected, not guessed at: a manifest carries the sha256 of its own content, and stream files are zip
+members whose CRC-32 numpy checks on reading.
 
 The manifest also records what the runner asks it to (the engine configuration, the input's identity, the output
 sizes); the runner refuses to resume when they differ from the restarted run's (see ``runtime.py``).
