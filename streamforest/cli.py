@@ -136,7 +136,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if not (path / "manifest.json").exists():
         print(f"streamforest inspect: no checkpoint in {path} (no manifest.json)", file=sys.stderr)
         return 1
-    streams, manifest = Checkpointer(path).load()
+    checkpointer = Checkpointer(path)
+    streams, manifest = checkpointer.load()
+    for warning in checkpointer.warnings:
+        print(f"streamforest inspect: {warning}", file=sys.stderr)
     pos = manifest["position"]
     print(f"checkpoint {path}: input {pos['source']} up to line {pos['line']} (byte {pos['offset']})")
     for name, st in streams.items():

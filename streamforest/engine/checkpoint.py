@@ -9,6 +9,8 @@ either names. :meth:`Checkpointer.load` restores the newest generation that read
 corrupt or truncated (a disk fault, a copy cut short) it says so in :attr:`Checkpointer.warnings` and falls back to
 the previous one, whose position is earlier: the runner replays the input from there. Nothing read back is a
 pickle, and no reading error escapes as anything but a :class:`CheckpointError` naming the file and the cause.
+Damage is detected, not guessed at: a manifest carries the sha256 of its own content, and stream files are zip
+members whose CRC-32 numpy checks on reading.
 
 The manifest also records what the runner asks it to (the engine configuration, the input's identity, the output
 sizes); the runner refuses to resume when they differ from the restarted run's (see ``runtime.py``).
@@ -119,6 +121,8 @@ class Checkpointer:
             raise CheckpointError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
             raise CheckpointError(f"{path}: not a streamforest checkpoint of version {VERSION}")
+        if "sha256" in manifest and manifest.pop("sha256") != _digest(manifest):
+            raise CheckpointError(f"{path}: corrupt (its checksum does not match its content)")
         streams = {}
         try:
             for stream, fname in manifest["streams"].items():
@@ -182,6 +186,7 @@ class Checkpointer:
             files[name] = fname
         manifest = {"format": FORMAT, "version": VERSION, "seq": self.seq, "position": position,
                     "outputs": outputs, "streams": files, "config": config, **extra}
+        manifest["sha256"] = _digest(manifest)  # stream files are zip members, checked by their CRC-32
         tmp = self.directory / f".{MANIFEST}.tmp"
         with open(tmp, "w") as fh:
             json.dump(manifest, fh)
@@ -199,6 +204,10 @@ class Checkpointer:
         for path in self.directory.glob("stream-*.npz"):
             if path.name not in keep:
                 path.unlink(missing_ok=True)
+
+
+def _digest(manifest: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()
 
 
 def _fsync_directory(directory: Path) -> None:

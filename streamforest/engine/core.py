@@ -4,10 +4,10 @@ the configuration and the input, except the ``seconds`` a feedback record report
 :meth:`Engine.process` takes the raw bytes of one message and where they came from and returns the records to
 publish. A bad message never escapes as an exception: it becomes an ``error`` record (a dead letter) and the state
 is left exactly as it was: every handler validates before it changes anything, and it changes a *fork* of the
-stream (:meth:`StreamState.fork`: containers copied, column arrays and the forest replaced, never written into),
-which becomes the stream only once the message was fully applied and its records built. An exception anywhere in
-between (the forest refusing a column, a bug of ours) leaves the engine's state as it was, byte for byte; metrics
-are updated at that commit too.
+stream (:meth:`StreamState.fork`: column arrays and the forest replaced, never written into; per-sample lists
+appended to under an undo journal), which becomes the stream only once the message was fully applied and its
+records built. An exception anywhere in between (the forest refusing a column, a bug of ours) rolls the fork back
+and leaves the engine's state as it was, byte for byte; metrics are updated at that commit too.
 """
 
 from __future__ import annotations
@@ -211,19 +211,26 @@ class Engine:
     def handle(self, msg: Message) -> list[dict[str, Any]]:
         """Apply one decoded message, all or nothing: on any exception the streams are as they were."""
         self._work, self._after = {}, []
-        if isinstance(msg, SamplesMessage):
-            out = self._samples(msg)
-        elif isinstance(msg, FeatureMessage):
-            out = self._feature(msg)
-        elif isinstance(msg, LabelMessage):
-            out = self._label(msg)
-        else:
-            out = self._control(msg)
+        try:
+            if isinstance(msg, SamplesMessage):
+                out = self._samples(msg)
+            elif isinstance(msg, FeatureMessage):
+                out = self._feature(msg)
+            elif isinstance(msg, LabelMessage):
+                out = self._label(msg)
+            else:
+                out = self._control(msg)
+        except BaseException:
+            for st in self._work.values():
+                if st is not None:
+                    st.rollback()
+            raise
         # Commit: nothing below can fail.
         for name, st in self._work.items():
             if st is None:
                 self.streams.pop(name, None)
             else:
+                st._journal = None
                 self.streams[name] = st
         for update in self._after:
             update()
@@ -267,9 +274,11 @@ class Engine:
         self._check_labels(st, [s.label for s in msg.samples])
         # Validated: apply (to the fork).
         fresh = [s.id for s in msg.samples if s.id not in st.index]
-        st.add_rows(fresh)
-        for name in {k for s in msg.samples for k in s.x}:
-            st.columns[name] = st.columns[name].copy()  # the committed stream still holds the old array
+        if fresh:
+            st.add_rows(fresh)  # every column becomes a new, longer array
+        else:
+            for name in {k for s in msg.samples for k in s.x}:
+                st.columns[name] = st.columns[name].copy()  # the committed stream still holds the old array
         labelled = False
         for s in msg.samples:
             row = st.index[s.id]
@@ -278,7 +287,7 @@ class Engine:
             for k, v in s.x.items():
                 col = st.columns[k]
                 col[row] = np.nan if (v is None and col.dtype.kind == "f") else v
-            st.labels[row] = s.label
+            st.set_label(row, s.label)
             labelled |= s.label is not None
             if s.label is not None and st.forest is not None:
                 new_train.append(row)
@@ -319,7 +328,7 @@ class Engine:
                 return []  # a replay
             raise Refused(f"sample {msg.id!r} is already in the training set with label {st.labels[row]!r}")
         self._check_labels(st, [msg.label])
-        st.labels[row] = msg.label
+        st.set_label(row, msg.label)
         if st.forest is None:
             return self._try_start(st, tell=True)
         return self._add_training(st, [row])
@@ -414,7 +423,7 @@ class Engine:
         except (ValueError, TypeError) as exc:
             raise Refused(f"cannot train on these samples: {exc}") from None
         st.forest = forest
-        st.train_rows.extend(rows)
+        st.add_training_rows(rows)
         self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)
         return self._publish(st)
 

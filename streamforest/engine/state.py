@@ -28,6 +28,8 @@ class StreamState:
     pending: dict[str, dict[int, FeatureMessage]] = field(default_factory=dict)
     forest: FeatureStreamForest | None = None
     train_rows: list[int] = field(default_factory=list)
+    # A fork's undo journal: (samples, training rows, the shared training-row list, {row: label before}).
+    _journal: tuple[int, int, list[int], dict[int, Any]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_samples(self) -> int:
@@ -38,12 +40,40 @@ class StreamState:
         return list(self.columns)
 
     def fork(self) -> StreamState:
-        """A copy to change while one message is applied (the engine commits it, or drops it if the message is
-        refused). Its containers are copied; column arrays, pending parts and the forest are shared, so whoever
-        changes the fork replaces them instead of writing into them. Costs O(samples), not O(samples x features).
+        """The state to change while one message is applied: the engine makes it the stream's state once the
+        message is applied whole, or calls :meth:`rollback` and keeps this one.
+
+        Per-feature containers (columns, kinds, pending parts) are copied, and column arrays and the forest are
+        replaced, never written into. The per-sample containers (ids, index, labels, training rows) would cost
+        O(samples) to copy on every message, so they are shared: the fork only appends to them and sets labels
+        through :meth:`set_label`, and keeps the journal that :meth:`rollback` undoes.
         """
-        return StreamState(self.name, list(self.ids), dict(self.index), list(self.labels), dict(self.columns),
-                           dict(self.kinds), dict(self.pending), self.forest, list(self.train_rows))
+        child = StreamState(self.name, self.ids, self.index, self.labels, dict(self.columns), dict(self.kinds),
+                            dict(self.pending), self.forest, self.train_rows)
+        child._journal = (len(self.ids), len(self.train_rows), self.train_rows, {})
+        return child
+
+    def set_label(self, row: int, label: Any) -> None:
+        if self._journal is not None and row < self._journal[0]:
+            self._journal[3].setdefault(row, self.labels[row])
+        self.labels[row] = label
+
+    def add_training_rows(self, rows: list[int]) -> None:
+        self.train_rows.extend(rows)
+
+    def rollback(self) -> None:
+        """Undo what this fork did to the containers it shares with the state it was forked from."""
+        if self._journal is None:
+            return
+        n, n_train, train_rows, labels = self._journal
+        for sid in self.ids[n:]:
+            del self.index[sid]
+        del self.ids[n:]
+        del self.labels[n:]
+        for row, label in labels.items():
+            self.labels[row] = label
+        del train_rows[n_train:]
+        self._journal = None
 
     def labelled_rows(self) -> list[int]:
         return [i for i, lab in enumerate(self.labels) if lab is not None]
@@ -59,7 +89,9 @@ class StreamState:
                         dtype=np.int64)
 
     def add_rows(self, ids: list[str]) -> None:
-        """New samples (unlabelled, all values missing until set)."""
+        """New samples (unlabelled, all values missing until set); every column is replaced by a longer array."""
+        if not ids:
+            return
         for sid in ids:
             self.index[sid] = len(self.ids)
             self.ids.append(sid)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from streamforest.forest import FeatureStreamForest
 
-from .support import dumps, engine, feature, label, samples, state_bytes
+from .support import dumps, engine, feature, label, samples, snapshot, state_bytes
 from .test_core import plausible_messages, prelude
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,14 +82,14 @@ def test_a_forest_failing_halfway_through_its_update_changes_nothing(monkeypatch
 
     monkeypatch.setattr(FeatureStreamForest, where, broken)
     msgs = [feature("s", "f1", IDS, [float(int(i) % 5) for i in IDS]), label("s", "12", 1),
-            samples("s", [("13", 0), ("14", 1)])]
+            samples("s", [("new", 1), ("13", 0), ("other", None), ("14", 1)])]
     refused = 0
     for m in msgs:
-        before = state_bytes(e)
+        before, seen = state_bytes(e), snapshot(e)
         out = e.process(dumps(m))
         if any(r["type"] == "error" for r in out):
             assert len(out) == 1 and "internal error: MemoryError: injected" in out[0]["reason"]
-            assert state_bytes(e) == before
+            assert state_bytes(e) == before and snapshot(e) == seen  # ids, index, labels, training rows too
             refused += 1
     assert refused >= 1  # the fault was met
     monkeypatch.undo()

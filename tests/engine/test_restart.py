@@ -10,6 +10,8 @@ import subprocess
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from streamforest.engine.checkpoint import MANIFEST, PREVIOUS, Checkpointer, CheckpointError
 from streamforest.engine.core import EngineConfig
@@ -294,3 +296,62 @@ def test_one_bad_first_line_among_messages_is_a_dead_letter_not_a_refused_input(
     run(str(src), str(tmp_path / "out"), CONFIG)
     errors = read(tmp_path / "out" / "errors.jsonl")
     assert errors[0]["source"].endswith(":1") and len(read(tmp_path / "out" / "feedback.jsonl")) == 4
+
+
+@pytest.fixture(scope="module")
+def checkpoint_files(tmp_path_factory):
+    """The files of a two-generation checkpoint directory (name -> bytes)."""
+    d = tmp_path_factory.mktemp("ck")
+    lines = input_lines()
+    src = write_lines(d / "in.jsonl", lines[:10])
+    run(str(src), str(d / "out"), CONFIG, str(d / "ckpt"), checkpoint_every=2)
+    return {p.name: p.read_bytes() for p in (d / "ckpt").iterdir()}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pick=st.integers(0, 2**16), how=st.sampled_from(["flip", "cut", "zero"]), where=st.floats(0, 1),
+       flip=st.integers(1, 255))
+def test_any_corruption_of_a_checkpoint_falls_back_or_is_a_clear_error(checkpoint_files, tmp_path, pick, how, where,
+                                                                       flip):
+    """Flip, cut or overwrite bytes of any checkpoint file: loading gives the newest intact generation (the
+    previous one when the newest is hit) or a CheckpointError, never another exception or a silent wrong state."""
+    d = tmp_path / f"ck{pick}-{how}-{where}-{flip}"
+    shutil.rmtree(d, ignore_errors=True)
+    d.mkdir()
+    for name, content in checkpoint_files.items():
+        (d / name).write_bytes(content)
+    good = Checkpointer(d).load()[1]
+    names = sorted(checkpoint_files)
+    name = names[pick % len(names)]
+    content = bytearray(checkpoint_files[name])
+    at = min(int(where * len(content)), len(content) - 1)
+    if how == "flip":
+        content[at] ^= flip
+    elif how == "cut":
+        content = content[:at]
+    else:
+        content[at:at + 64] = bytes(len(content[at:at + 64]))
+    (d / name).write_bytes(bytes(content))
+    c = Checkpointer(d)
+    try:
+        _, manifest = c.load()
+    except CheckpointError as exc:
+        assert "allow_pickle" not in str(exc)
+        return
+    current = json.loads(checkpoint_files[MANIFEST])
+    if manifest["seq"] == current["seq"]:  # the newest generation still reads: the damage missed what it needs
+        assert manifest["position"] == good["position"] and not c.warnings
+    else:
+        assert manifest["seq"] == current["seq"] - 1 and c.warnings
+
+
+def test_a_manifest_edited_into_other_valid_json_is_caught_by_its_checksum(checkpoint_files, tmp_path):
+    for name, content in checkpoint_files.items():
+        (tmp_path / name).write_bytes(content)
+    manifest = json.loads(checkpoint_files[MANIFEST])
+    offset = manifest["position"]["offset"]
+    (tmp_path / MANIFEST).write_bytes(checkpoint_files[MANIFEST].replace(
+        f'"offset": {offset}'.encode(), f'"offset": {offset - 1}'.encode()))  # one digit off: still valid JSON
+    c = Checkpointer(tmp_path)
+    _, loaded = c.load()
+    assert loaded["seq"] == manifest["seq"] - 1 and "checksum does not match" in c.warnings[0]
