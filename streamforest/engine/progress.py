@@ -25,7 +25,7 @@ class Progress:
     >>> out = io.StringIO()
     >>> ticks = iter([0.0, 2.0])  # a clock: started, then closed
     >>> p = Progress("lines", "in.jsonl", total_bytes=100, out=out, interval=3600, clock=ticks.__next__)
-    >>> p.update(50, 3, [{"type": "feedback"}, {"type": "prediction"}, {"type": "error"}])
+    >>> p.update(50, 3, records=3, feedback=1, errors=1)
     >>> p.close()
     >>> print(out.getvalue().strip())
     streamforest run: reading in.jsonl (100 B)
