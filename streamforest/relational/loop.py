@@ -1,0 +1,172 @@
+"""The propositionalization feedback loop: schema -> generator -> policy -> driver.
+
+The loop sends the labelled target rows to an *exploration* stream, then one candidate after another as
+``feature`` messages; the policy reads each ``feedback`` record and decides. Rejected features would otherwise stay
+in the exploration forest and blur later feedback, so after ``rebase_after`` rejections the loop drops that stream
+and starts a fresh one with the accepted features only (a ``control drop`` and re-sent features: nothing beyond
+the protocol). At the end a *final* stream gets every target row -- the unlabelled ones as unlabelled samples,
+never learned from -- and the accepted features: its predictions score the unlabelled rows.
+
+Examples
+--------
+>>> from streamforest.relational.synthetic import make_relational
+>>> db = make_relational(n_targets=200, unlabelled=0.2, seed=0)
+>>> result = run_loop(db, budget=12, seed=0)
+>>> len(result.trials), len(result.predictions) == int((~db.labelled).sum())
+(12, True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from streamforest.relational.candidates import Generator
+from streamforest.relational.drivers import EngineClient, InProcess
+from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
+from streamforest.relational.tables import Database
+
+#: The forest of the loop's streams: small generations (feedback comes per candidate), no encodings.
+DEFAULT_FOREST = {"trees_per_generation": 30}
+
+
+def engine_config(seed: int, forest: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The engine configuration the loop uses (as keyword arguments of ``EngineConfig``)."""
+    return {"forest": {**DEFAULT_FOREST, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
+            "encoding": "none"}
+
+
+@dataclass
+class LoopResult:
+    """What a run found: accepted candidates, every trial, the scored rows' predictions, the score curve."""
+
+    accepted: list[Candidate]
+    trials: list[dict[str, Any]]
+    predictions: dict[str, dict[str, float]]
+    curve: list[tuple[int, float | None]] = field(default_factory=list)
+    final_oob: float | None = None
+    seconds: float = 0.0
+
+
+class Loop:
+    """Relational data in, features chosen by the engine's feedback out.
+
+    Parameters
+    ----------
+    db
+        The tables (from :func:`~streamforest.relational.schema.load_schema`, the documents converter, ...).
+    policy
+        What to try next; by default a :class:`~streamforest.relational.policy.ThompsonPolicy` over a
+        :class:`~streamforest.relational.candidates.Generator` of ``db``.
+    client
+        The engine; by default an in-process one.
+    budget
+        Most candidates sent to the engine (shadows count; re-sending accepted features after a rebase does not).
+    seed
+        Seed of the policy and of the engine's forests.
+    rebase_after
+        Rejections after which the exploration stream restarts with the accepted features only.
+    on_trial
+        Called with every trial record as it happens (the CLI streams them to ``candidates.jsonl``).
+    progress
+        Called with a line of progress text after every candidate.
+    """
+
+    def __init__(self, db: Database, policy: Policy | None = None, client: EngineClient | None = None,
+                 budget: int = 100, seed: int = 0, rebase_after: int = 20, max_depth: int = 2,
+                 forest: dict[str, Any] | None = None, on_trial: Callable[[dict], None] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if budget < 1:
+            raise ValueError(f"budget must be at least 1, got {budget}")
+        labelled = db.labelled
+        if len(set(np.asarray(db.labels)[labelled].tolist())) < 2:
+            raise ValueError("the target needs labelled rows of at least two classes")
+        self.db = db
+        self.labels = db.label_values()
+        self.policy = policy or ThompsonPolicy(Generator(db, max_depth=max_depth),
+                                               np.asarray(db.labels), labelled, seed=seed)
+        self.client = client or EngineClient(InProcess(engine_config(seed, forest)))
+        self.budget = budget
+        self.rebase_after = rebase_after
+        self.on_trial = on_trial
+        self.progress = progress
+
+    def run(self) -> LoopResult:
+        start = time.perf_counter()
+        db = self.db
+        lab = db.labelled
+        train_ids = db.ids[lab].tolist()
+        train_y = [v for v, keep in zip(self.labels, lab, strict=True) if keep]
+        k, rejected = 0, 0
+        stream = f"explore-{k}"
+        self.client.samples(stream, train_ids, train_y)
+        accepted: list[Candidate] = []
+        trials: list[dict[str, Any]] = []
+        curve: list[tuple[int, float | None]] = []
+        best: float | None = None
+        while len(trials) < self.budget:
+            c = self.policy.propose()
+            if c is None:
+                break
+            fb = self.client.feature(stream, c.name, train_ids, c.values[lab], c.nominal)
+            d = self.policy.observe(c, fb)
+            if d.accepted:
+                accepted.append(c)
+            else:
+                rejected += 1
+            oob = fb.get("oob_after")
+            if oob is not None and d.accepted:
+                best = oob if best is None else (min(best, oob) if fb["oob_metric"] == "log_loss" else max(best, oob))
+            trial = {"n": len(trials) + 1, "definition": c.definition, "name": c.name, "family": c.family,
+                     "shadow": c.shadow, "relevance": c.relevance, "accepted": d.accepted, "why": d.why,
+                     "gain": d.gain, "stream": stream,
+                     "feedback": {key: fb.get(key) for key in ("oob_metric", "oob_before", "oob_after", "importance",
+                                                               "weight_share", "generation", "model_version")}}
+            trials.append(trial)
+            curve.append((len(trials), oob))
+            if self.on_trial is not None:
+                self.on_trial(trial)
+            if self.progress is not None:
+                mark = "+" if d.accepted else ("s" if c.shadow else "-")
+                self.progress(f"[{len(trials):>4}/{self.budget}] {mark} gain {_fmt(d.gain)} oob {_fmt(oob)} "
+                              f"best {_fmt(best)} accepted {len(accepted)}  {c.definition[:90]}")
+            if rejected >= self.rebase_after and len(trials) < self.budget:
+                self.client.drop(stream)
+                k, rejected = k + 1, 0
+                stream = f"explore-{k}"
+                self.client.samples(stream, train_ids, train_y)
+                for a in accepted:
+                    self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
+        self.client.drop(stream)
+        predictions, final_oob = self._final(accepted)
+        return LoopResult(accepted, trials, predictions, curve, final_oob, time.perf_counter() - start)
+
+    def _final(self, accepted: list[Candidate]) -> tuple[dict[str, dict[str, float]], float | None]:
+        """The accepted features on every target row; the unlabelled rows' predictions."""
+        if not accepted:
+            return {}, None
+        ids = self.db.ids.tolist()
+        self.client.samples("final", ids, self.labels)
+        fb: dict[str, Any] = {}
+        for a in accepted:
+            fb = self.client.feature("final", a.name, ids, a.values, a.nominal)
+        n_scored = int((~self.db.labelled).sum())
+        preds = self.client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
+        return preds, fb.get("oob_after")
+
+
+def run_loop(db: Database, budget: int = 100, seed: int = 0, **kwargs: Any) -> LoopResult:
+    """Run the loop in-process with the default policy (see :class:`Loop` for the options)."""
+    loop = Loop(db, budget=budget, seed=seed, **kwargs)
+    try:
+        return loop.run()
+    finally:
+        loop.client.close()
+
+
+def _fmt(v: float | None) -> str:
+    return "   --  " if v is None else f"{v:+.4f}"
