@@ -166,6 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="diabetes_37.csv", help="a CSV bundled with the package")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
+
+    from streamforest.relational.cli import register as register_relational
+
+    register_relational(sub)
     return ap
 
 

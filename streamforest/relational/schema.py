@@ -227,6 +227,67 @@ def _times(table: str, col: str, cells: list[str]) -> np.ndarray:
         try:
             out[i] = np.datetime64(c, "s").astype(np.int64)
         except ValueError:
-            raise ValueError(f"table {table!r}: time column {col!r}, row {i + 1} (line {i + 2}): {c!r} is neither "
+            raise ValueError(f"table {table!r}: time column {col!r}, row {i + 1} (line {i + 2}): {str(c)!r} is neither "
                              "a number nor an ISO date") from None
     return out
+
+
+def save_schema(db: Database, directory: str | Path) -> Path:
+    """Write the tables as CSV files and their ``schema.json`` (what :func:`load_schema` reads back).
+
+    Non-target tables get a key ``<table>_row`` (their row number) when other tables point at them.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    parents_of = {lk.parent for t in db.tables.values() for lk in t.links}
+    spec: dict[str, Any] = {"target": {"table": db.target, "label": db.label,
+                                       "cutoff": "cutoff" if db.cutoff is not None else None}, "tables": {}}
+    for name, t in db.tables.items():
+        key = db.key if name == db.target else (f"{name}_row" if name in parents_of else None)
+        cols: dict[str, list[str]] = {}
+        if name == db.target:
+            cols[db.key] = db.ids.tolist()
+            cols[db.label] = db.labels.tolist()
+            if db.cutoff is not None:
+                cols["cutoff"] = _text(db.cutoff)
+        elif key:
+            cols[key] = [str(i) for i in range(t.n_rows)]
+        parents = []
+        for lk in t.links:
+            pkey = db.key if lk.parent == db.target else f"{lk.parent}_row"
+            ref = db.ids[lk.index].tolist() if lk.parent == db.target else lk.index.astype(str).tolist()
+            cols[lk.column] = [r if i >= 0 else "" for r, i in zip(ref, lk.index.tolist(), strict=True)]
+            parents.append({"table": lk.parent, "column": lk.column})
+            if pkey is None:  # pragma: no cover - parents always get a key above
+                raise ValueError(f"table {lk.parent!r} has no key")
+        nominal = []
+        for c, col in t.columns.items():
+            if col.nominal:
+                cells = np.asarray((*col.categories, ""), dtype=object)[col.values]
+                cols[c] = cells.tolist()
+                nominal.append(c)
+            else:
+                cols[c] = _text(col.values)
+        if t.time is not None:
+            cols[t.time_column or "time"] = _text(t.time)
+        with open(directory / f"{name}.csv", "w", newline="", encoding="utf-8") as fh:
+            w = csv.writer(fh)
+            w.writerow(list(cols))
+            w.writerows(zip(*cols.values(), strict=True))
+        entry: dict[str, Any] = {"path": f"{name}.csv"}
+        if key:
+            entry["key"] = key
+        if parents:
+            entry["parents"] = parents
+        if t.time is not None:
+            entry["time"] = t.time_column or "time"
+        if nominal:
+            entry["nominal"] = nominal
+        spec["tables"][name] = entry
+    path = directory / "schema.json"
+    path.write_text(json.dumps(spec, indent=1))
+    return path
+
+
+def _text(v: np.ndarray) -> list[str]:
+    return ["" if x != x else repr(x) for x in np.asarray(v, dtype=np.float64).tolist()]
