@@ -75,18 +75,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     db = load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    config = engine_config(args.seed, forest)
-    transport = InProcess(config) if args.transport == "inprocess" else JsonlProcess(config, log=out / "engine")
+    config, final = engine_config(args.seed, forest), engine_config(args.seed, final=True)
+    if args.transport == "inprocess":
+        transport, final_transport = InProcess(config), InProcess(final)
+    else:
+        transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
     log = TrialLog(out / "candidates.jsonl")
     progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    loop = Loop(db, client=EngineClient(transport), budget=args.budget, seed=args.seed,
-                rebase_after=args.rebase_after, max_depth=args.max_depth, forest=forest, on_trial=log,
+    loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport), budget=args.budget,
+                seed=args.seed, rebase_after=args.rebase_after, max_depth=args.max_depth, forest=forest, on_trial=log,
                 progress=progress)
     try:
         result = loop.run()
     finally:
         log.close()
         transport.close()
+        final_transport.close()
     write_features(out / "features.csv", db, result)
     write_predictions(out / "predictions.csv", db, result)
     plot_curve(out / "loop.png", result, f"{db.target}: {len(result.accepted)} accepted of {len(result.trials)}")

@@ -30,13 +30,17 @@ from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
 from streamforest.relational.tables import Database
 
-#: The forest of the loop's streams: small generations (feedback comes per candidate), no encodings.
-DEFAULT_FOREST = {"trees_per_generation": 30}
+#: The forest of the exploration streams: small generations (feedback comes per candidate).
+EXPLORE_FOREST = {"trees_per_generation": 30}
+#: The forest of the final stream, which scores the unlabelled rows with the accepted features only: every feature
+#: already earned its place, so they are sampled alike with equal weights, and more trees per feature.
+FINAL_FOREST = {"trees_per_generation": 100, "policy": "baseline"}
 
 
-def engine_config(seed: int, forest: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The engine configuration the loop uses (as keyword arguments of ``EngineConfig``)."""
-    return {"forest": {**DEFAULT_FOREST, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
+def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
+    """The engine configuration of the loop's exploration (or ``final``) engine, as ``EngineConfig`` arguments."""
+    base = FINAL_FOREST if final else EXPLORE_FOREST
+    return {"forest": {**base, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
             "encoding": "none"}
 
 
@@ -63,7 +67,10 @@ class Loop:
         What to try next; by default a :class:`~streamforest.relational.policy.ThompsonPolicy` over a
         :class:`~streamforest.relational.candidates.Generator` of ``db``.
     client
-        The engine; by default an in-process one.
+        The engine of the exploration streams; by default an in-process one.
+    final_client
+        The engine of the final stream (see :data:`FINAL_FOREST`); by default an in-process one, or ``client``
+        itself when ``client`` is given.
     budget
         Most candidates sent to the engine (shadows count; re-sending accepted features after a rebase does not).
     seed
@@ -77,7 +84,8 @@ class Loop:
     """
 
     def __init__(self, db: Database, policy: Policy | None = None, client: EngineClient | None = None,
-                 budget: int = 100, seed: int = 0, rebase_after: int = 20, max_depth: int = 2,
+                 final_client: EngineClient | None = None, budget: int = 100, seed: int = 0,
+                 rebase_after: int = 20, max_depth: int = 2,
                  forest: dict[str, Any] | None = None, on_trial: Callable[[dict], None] | None = None,
                  progress: Callable[[str], None] | None = None) -> None:
         if budget < 1:
@@ -89,7 +97,10 @@ class Loop:
         self.labels = db.label_values()
         self.policy = policy or ThompsonPolicy(Generator(db, max_depth=max_depth),
                                                np.asarray(db.labels), labelled, seed=seed)
+        if final_client is None:
+            final_client = client or EngineClient(InProcess(engine_config(seed, final=True)))
         self.client = client or EngineClient(InProcess(engine_config(seed, forest)))
+        self.final_client = final_client
         self.budget = budget
         self.rebase_after = rebase_after
         self.on_trial = on_trial
@@ -150,12 +161,13 @@ class Loop:
         if not accepted:
             return {}, None
         ids = self.db.ids.tolist()
-        self.client.samples("final", ids, self.labels)
+        client = self.final_client
+        client.samples("final", ids, self.labels)
         fb: dict[str, Any] = {}
         for a in accepted:
-            fb = self.client.feature("final", a.name, ids, a.values, a.nominal)
+            fb = client.feature("final", a.name, ids, a.values, a.nominal)
         n_scored = int((~self.db.labelled).sum())
-        preds = self.client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
+        preds = client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
         return preds, fb.get("oob_after")
 
 
@@ -166,6 +178,7 @@ def run_loop(db: Database, budget: int = 100, seed: int = 0, **kwargs: Any) -> L
         return loop.run()
     finally:
         loop.client.close()
+        loop.final_client.close()
 
 
 def _fmt(v: float | None) -> str:

@@ -30,12 +30,14 @@ def mutagenesis(hide: bool = True):
     return db
 
 
-def _run(db, transport, budget: int, tmp: Path | None = None):
-    loop = Loop(db, client=EngineClient(transport), budget=budget, seed=3)
+def _run(db, transport, budget: int, final=None):
+    final = final or InProcess(engine_config(3, final=True))
+    loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final), budget=budget, seed=3)
     try:
         return loop.run()
     finally:
         transport.close()
+        final.close()
 
 
 @needs_data
@@ -43,7 +45,8 @@ def _run(db, transport, budget: int, tmp: Path | None = None):
 def test_mutagenesis_through_both_drivers_gives_the_same_run(tmp_path):
     db = mutagenesis()
     a = _run(db, InProcess(engine_config(3)), 40)
-    b = _run(mutagenesis(), JsonlProcess(engine_config(3), log=tmp_path / "engine"), 40)
+    b = _run(mutagenesis(), JsonlProcess(engine_config(3), log=tmp_path / "engine"), 40,
+             JsonlProcess(engine_config(3, final=True)))
     assert len(a.trials) == 40
     assert [t["definition"] for t in a.trials] == [t["definition"] for t in b.trials]
     assert [t["feedback"] for t in a.trials] == [t["feedback"] for t in b.trials]
@@ -70,7 +73,7 @@ def test_unlabelled_rows_never_reach_learning():
             sent.append(message)
             super().send(message)
 
-    result = _run(db, Spy(engine_config(0)), 15)
+    result = _run(db, Spy(engine_config(0)), 15, Spy(engine_config(0, final=True)))
     unlabelled = set(db.ids[~db.labelled].tolist())
     for m in sent:
         if m["type"] == "samples":
