@@ -214,6 +214,7 @@ class Generator:
         self._chains: dict[tuple[Step, ...], tuple[list[np.ndarray], np.ndarray]] = {}
         self._groups: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
         self._levels: dict[tuple[str, str], list] = {}
+        self._cuts: dict[tuple[str, str], list[Condition]] = {}
 
     # ------------------------------------------------------------------ the space
 
@@ -349,10 +350,13 @@ class Generator:
 
     def _thresholds(self, prefix: tuple[Step, ...], f: Aggregate) -> list[Condition]:
         t = self._table((*prefix, *f.path))
-        col = t.columns[f.where.column]
-        x = col.values[~np.isnan(col.values)]
-        qs = np.unique(np.quantile(x, THRESHOLD_QUANTILES)) if x.size else np.zeros(1)
-        return [Condition(f.where.column, ">", float(_number(q))) for q in qs]
+        key = (t.name, f.where.column)
+        if key not in self._cuts:  # a column's quantiles, once: they do not depend on the candidate
+            col = t.columns[f.where.column]
+            x = col.values[~np.isnan(col.values)]
+            qs = np.unique(np.quantile(x, THRESHOLD_QUANTILES)) if x.size else np.zeros(1)
+            self._cuts[key] = [Condition(f.where.column, ">", float(_number(q))) for q in qs]
+        return self._cuts[key]
 
     def _best(self, options: list[Aggregate], score: Callable[[np.ndarray], float]) -> Aggregate:
         scores = [score(self._aggregate(o, ())) for o in options]

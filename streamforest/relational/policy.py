@@ -14,7 +14,7 @@ default, :class:`ThompsonPolicy`:
   the best accepted features.
 * **Shadows.** Every ``shadow_every`` candidates a shadow is sent: a real candidate's values permuted across the
   labelled rows, related to nothing. Their gains and importances are the noise level; a candidate is accepted only
-  if it beats the ``quantile`` of the shadows' (so about ``1 - quantile`` of the useless candidates slip through).
+  if its gain beats the ``quantile`` of the shadows' (so about ``1 - quantile`` of useless candidates slip through).
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -118,6 +118,14 @@ class _Beam:
     done: bool = False
 
 
+def _complexity(f: Any) -> int:
+    """Conditions, nestings and steps beyond the first; a combination counts 1."""
+    if isinstance(f, tuple):
+        return 1
+    n = (f.cond is not None) + max(len(f.path) - 1, 0)
+    return n + (1 + _complexity(f.inner) if f.inner is not None else 0)
+
+
 class ThompsonPolicy(Policy):
     """Thompson sampling over candidate families, beams within them, shadows for the noise level.
 
@@ -136,18 +144,21 @@ class ThompsonPolicy(Policy):
     shadow_every
         One shadow per this many candidates (0: none).
     quantile
-        A candidate must beat this quantile of the shadows' gain and importance.
+        A candidate's gain must beat this quantile of the shadows' gains.
     min_gain
         Gain required besides (in the engine's out-of-bag metric).
     beam
         Accepted features (the best by gain) whose pairs the FCTree operators combine.
     prior
         Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
+    simplicity
+        Prior preference for simple families: a family's score is lowered by this much per condition, per
+        nesting and per step beyond the first (a draw overcomes it once the facets show rewards).
     """
 
-    def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 4,
+    def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 10, quantile: float = 0.8, min_gain: float = 0.0, beam: int = 6,
-                 prior: float = 1.0, operators: tuple[str, ...] = OPERATORS) -> None:
+                 prior: float = 1.0, simplicity: float = 0.5, operators: tuple[str, ...] = OPERATORS) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -173,13 +184,13 @@ class ThompsonPolicy(Policy):
                 vals.append(1.0 / len(fs))
         self.incidence = sparse.csr_matrix((vals, (rows, cols)), shape=(len(self.families), len(self.facet_index)))
         self.arms = [_Arm() for _ in self.facet_index]
+        self.bias = -simplicity * np.array([_complexity(f) for f in self.families], dtype=np.float64)
         self.beams: dict[int, _Beam] = {}
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.seen: set[str] = set()  # definitions proposed
         self.hashes: set[bytes] = set()  # values proposed (duplicates of earlier candidates are skipped)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
-        self.shadow_importances: list[float] = []
         self.sent = 0
         self.pairs_tried: set[tuple[str, str, str]] = set()
         self._last_real: Candidate | None = None
@@ -234,7 +245,7 @@ class ThompsonPolicy(Policy):
         mean = np.array([a.total / (a.n + self.prior) for a in self.arms])
         sd = 1.0 / np.sqrt(np.array([a.n + self.prior for a in self.arms]))
         theta = mean + sd * self.rng.standard_normal(len(self.arms))
-        score = self.incidence @ theta
+        score = self.incidence @ theta + self.bias
         score[self.exhausted] = -np.inf
         return int(np.argmax(score))
 
@@ -300,13 +311,15 @@ class ThompsonPolicy(Policy):
 
     # ------------------------------------------------------------------ learning from feedback
 
-    def thresholds(self) -> tuple[float, float]:
-        """(gain, importance) a candidate must beat: the shadows' ``quantile`` (and ``min_gain``)."""
+    def threshold(self) -> float:
+        """The gain a candidate must beat: the ``quantile`` of the recent shadows' gains (and ``min_gain``).
+
+        Gains only: importances are shares among the features present, so they shrink as features accumulate and
+        a shadow's importance from an earlier forest is no yardstick for a later candidate.
+        """
         if not self.shadow_gains:
-            return self.min_gain, 0.0
-        g = float(np.quantile(self.shadow_gains[-20:], self.quantile))
-        imp = float(np.quantile(self.shadow_importances[-20:], self.quantile))
-        return max(self.min_gain, g), imp
+            return self.min_gain
+        return max(self.min_gain, float(np.quantile(self.shadow_gains[-20:], self.quantile)))
 
     def noise(self) -> float:
         if len(self.shadow_gains) < 2:
@@ -315,20 +328,16 @@ class ThompsonPolicy(Policy):
 
     def observe(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
         gain = gain_of(feedback)
-        imp = float(feedback.get("importance") or 0.0)
         if candidate.shadow:
             self.shadow_gains.append(gain if gain is not None else 0.0)
-            self.shadow_importances.append(imp)
             return Decision(False, "shadow (noise estimate)", gain)
-        g_thr, i_thr = self.thresholds()
+        g_thr = self.threshold()
         if gain is None:
             accepted, why = True, "first feature (nothing to compare with)"
-        elif gain > g_thr and imp > i_thr:
-            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} and importance {imp:.4f} > {i_thr:.4f}"
-        elif gain <= g_thr:
-            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} (shadows' q{self.quantile:g})"
+        elif gain > g_thr:
+            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} (shadows' q{self.quantile:g})"
         else:
-            accepted, why = False, f"importance {imp:.4f} <= {i_thr:.4f} (shadows' q{self.quantile:g})"
+            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} (shadows' q{self.quantile:g})"
         if "kind=attribute" not in candidate.facets and gain is not None:
             reward = float(np.clip((gain - g_thr) / self.noise(), -3, 3))
             for f in candidate.facets:

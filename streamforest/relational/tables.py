@@ -119,6 +119,59 @@ class Database:
             return [cast(c) if c != "" else None for c in cells]
         return [c if c != "" else None for c in cells]
 
+    def subset(self, rows: np.ndarray) -> Database:
+        """The database restricted to some target rows (in the given order) and the child rows below them.
+
+        A child row stays when one of its parents stays; links to dropped parents become -1.
+
+        Examples
+        --------
+        >>> from streamforest.relational.synthetic import make_relational
+        >>> db = make_relational(n_targets=50, seed=0)
+        >>> sub = db.subset(np.array([3, 1]))
+        >>> n_orders = int(np.isin(db.tables["order"].links[0].index, [1, 3]).sum())
+        >>> sub.ids.tolist(), sub.tables["order"].n_rows == n_orders
+        (['3', '1'], True)
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        new_index = {self.target: _renumber(rows, self.tables[self.target].n_rows)}
+        kept = {self.target: rows}
+        todo = [c for c, _ in self.children(self.target)]
+        while todo:
+            name = todo.pop(0)
+            if name in kept:
+                continue
+            t = self.tables[name]
+            if any(lk.parent not in kept for lk in t.links):
+                todo.append(name)  # a parent is still to do (tables form a DAG below the target)
+                continue
+            keep = np.zeros(t.n_rows, dtype=bool)
+            for lk in t.links:
+                keep |= (lk.index >= 0) & (new_index[lk.parent][np.maximum(lk.index, 0)] >= 0)
+            kept[name] = np.flatnonzero(keep)
+            new_index[name] = _renumber(kept[name], t.n_rows)
+            todo += [c for c, _ in self.children(name)]
+        tables = {}
+        for name, t in self.tables.items():
+            r = kept.get(name, np.arange(t.n_rows))
+            cols = {c: Column(c, col.values[r], col.categories) for c, col in t.columns.items()}
+            links = []
+            for lk in t.links:
+                idx = lk.index[r]
+                if lk.parent in new_index:
+                    idx = np.where(idx >= 0, new_index[lk.parent][np.maximum(idx, 0)], -1)
+                links.append(Link(lk.column, lk.parent, idx))
+            tables[name] = Table(name, r.size, cols, links, None if t.time is None else t.time[r], t.time_column)
+        return Database(tables, self.target, self.label, self.ids[rows], self.labels[rows],
+                        None if self.cutoff is None else self.cutoff[rows], self.key)
+
     def children(self, table: str) -> list[tuple[str, str]]:
         """``(child table, foreign-key column)`` pairs pointing at ``table``, in a stable order."""
         return sorted((t.name, lk.column) for t in self.tables.values() for lk in t.links if lk.parent == table)
+
+
+def _renumber(rows: np.ndarray, n: int) -> np.ndarray:
+    """Old row -> new row (-1 for rows left out)."""
+    out = np.full(n, -1, dtype=np.int64)
+    out[rows] = np.arange(rows.size)
+    return out
