@@ -351,3 +351,45 @@ class ThompsonPolicy(Policy):
                 if isinstance(fam, tuple):
                     self.exhausted[i] = False
         return Decision(accepted, why, gain)
+
+
+class EnumerationPolicy(ThompsonPolicy):
+    """No choice: every member of every family in the generator's order (attributes, then flat aggregates, then
+    aggregates of aggregates), restricted to ``max_complexity`` and to nested families without conditions;
+    shadows and acceptance as :class:`ThompsonPolicy`. The exhaustive baseline the guided policy is compared with.
+    """
+
+    def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0,
+                 max_complexity: int = 2, **kwargs: Any) -> None:
+        super().__init__(generator, y, labelled, seed=seed, operators=(), **kwargs)
+        self._queue = (f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= max_complexity
+                       and (f.kind != "nested" or _complexity(f) <= 1))
+        self._members: Any = iter(())
+        self._family: Any = None
+
+    def size(self) -> int:
+        """How many candidates the enumeration holds (computing none)."""
+        fams = [f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= 2
+                and (f.kind != "nested" or _complexity(f) <= 1)]
+        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in fams)
+
+    def propose(self) -> Candidate | None:
+        while self._pending_attr:
+            fam = self._pending_attr.pop(0)
+            c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
+            if c is not None:
+                return self._sent(c)
+        if self._shadow_due():
+            return self._sent(self._shadow(self._last_real))
+        while True:
+            f = next(self._members, None)
+            if f is None:
+                self._family = next(self._queue, None)
+                if self._family is None:
+                    return None
+                self._members = self.generator.members(self._family)
+                continue
+            c = self._make(self.generator.learn(f, self._score), str(self._family), self._family.facets())
+            if c is not None:
+                self._last_real = c
+                return self._sent(c)
