@@ -79,10 +79,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=300)
     ap.add_argument("--ft-python", default="/work/wt/ft-venv/bin/python")
     ap.add_argument("--out", default="results/benchmarks/relational.json")
+    ap.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a ThompsonPolicy option, e.g. z=1.5 (repeatable)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets are met")
     args = ap.parse_args(argv)
     from sklearn.model_selection import StratifiedKFold
 
+    options = {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in args.policy_option}
     base = load_documents(args.data, "mutagenic")
     y = base.labels.astype(int)
     target = base.tables[base.target]
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             db = load_documents(args.data, "mutagenic")
             db.labels[test] = ""
             start = time.perf_counter()
-            result = run_loop(db, budget=args.budget, seed=s * 100 + k)
+            result = run_loop(db, budget=args.budget, seed=s * 100 + k, policy_options=options)
             seconds = time.perf_counter() - start
             own = np.array([result.predictions[i]["1"] for i in db.ids[test]])
             from sklearn.metrics import roc_auc_score
