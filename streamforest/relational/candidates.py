@@ -215,6 +215,7 @@ class Generator:
         self._groups: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
         self._levels: dict[tuple[str, str], list] = {}
         self._cuts: dict[tuple[str, str], list[Condition]] = {}
+        self._columns: dict[tuple, np.ndarray] = {}
 
     # ------------------------------------------------------------------ the space
 
@@ -396,12 +397,13 @@ class Generator:
 
     def _aggregate(self, f: Aggregate, prefix: tuple[Step, ...]) -> np.ndarray:
         full = (*prefix, *f.path)
-        order, groups = self._grouping(full, len(prefix))
+        level = len(prefix)
+        order, groups = self._grouping(full, level)
         n = self._table(prefix).n_rows
         t = self._table(full)
         keep = np.ones(order.size, dtype=bool)
         if f.where is not None:
-            keep &= self._condition(t, f.where)[order]
+            keep &= self._sorted(full, level, ("where", f.where), lambda: self._condition(t, f.where))
         if f.func == "count":
             return agg.reduce("count", groups[keep], n)
         if f.inner is not None:
@@ -409,10 +411,19 @@ class Generator:
             keep &= ~np.isnan(x)
         else:
             col = t.columns[f.column]
-            x = col.values[order]
-            keep &= x >= 0 if col.nominal else ~np.isnan(x)
-        times = t.time[order][keep] if f.func in ("first", "last") else None
+            x = self._sorted(full, level, ("column", f.column), lambda: col.values)
+            keep &= self._sorted(full, level, ("present", f.column), lambda: ~col.missing())
+        times = self._sorted(full, level, ("time",), lambda: t.time)[keep] if f.func in ("first", "last") else None
         return agg.reduce(f.func, groups[keep], n, x[keep].astype(np.float64), times)
+
+    def _sorted(self, path: tuple[Step, ...], level: int, what: tuple, compute: Callable[[], np.ndarray]):
+        """A column (or a condition's mask) of the path's last table in the grouping's order, kept: candidates of
+        one family read the same few columns again and again."""
+        key = (path, level, what)
+        if key not in self._columns:
+            order, _ = self._grouping(path, level)
+            self._columns[key] = compute()[order]
+        return self._columns[key]
 
     def _condition(self, t: Table, c: Condition) -> np.ndarray:
         col = t.columns[c.column]

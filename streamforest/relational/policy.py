@@ -160,7 +160,7 @@ class ThompsonPolicy(Policy):
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
-                 shadow_every: int = 8, z: float = 1.0, relevance_gate: float | None = None, min_gain: float = 0.0,
+                 shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 6,
                  prior: float = 1.0, simplicity: float = 0.5, operators: tuple[str, ...] = OPERATORS) -> None:
         self.generator = generator

@@ -32,7 +32,7 @@ def test_shadows_are_permutations_on_labelled_rows_only():
 
 def test_threshold_follows_the_shadows_and_decides():
     db = make_relational(n_targets=100, seed=0)
-    p = ThompsonPolicy(Generator(db), db.labels, db.labelled, z=1.0)
+    p = ThompsonPolicy(Generator(db), db.labels, db.labelled, z=1.0)  # the default is 1.5
     assert p.threshold() == 0.0
     p.shadow_gains = [0.01, -0.01, 0.0, 0.02]
     g = np.array(p.shadow_gains)
