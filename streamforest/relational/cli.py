@@ -38,6 +38,8 @@ def register(subparsers: Any) -> None:
     r.add_argument("--max-depth", type=int, default=2, help="longest path of one-to-many steps below the target")
     r.add_argument("--rebase-after", type=int, default=20,
                    help="rejections after which the exploration stream restarts with the accepted features")
+    r.add_argument("--explore-rows", type=int, default=10_000,
+                   help="labelled rows the exploration looks at (a stratified sample beyond that)")
     r.add_argument("--transport", choices=("inprocess", "jsonl"), default="inprocess",
                    help="the engine in this process, or `streamforest run` as a child process over JSON lines")
     r.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
@@ -83,10 +85,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     log = TrialLog(out / "candidates.jsonl")
     progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport), budget=args.budget,
-                seed=args.seed, rebase_after=args.rebase_after, max_depth=args.max_depth, forest=forest, on_trial=log,
+                seed=args.seed, rebase_after=args.rebase_after, explore_rows=args.explore_rows,
+                max_depth=args.max_depth, forest=forest, on_trial=log,
                 progress=progress)
     try:
         result = loop.run()
+    except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
+        print(f"streamforest relational: {exc}", file=sys.stderr)
+        return 1
     finally:
         log.close()
         transport.close()
