@@ -84,11 +84,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
     log = TrialLog(out / "candidates.jsonl")
     progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
-    loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport), budget=args.budget,
-                seed=args.seed, rebase_after=args.rebase_after, explore_rows=args.explore_rows,
-                max_depth=args.max_depth, forest=forest, on_trial=log,
-                progress=progress)
     try:
+        loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport),
+                    budget=args.budget, seed=args.seed, rebase_after=args.rebase_after,
+                    explore_rows=args.explore_rows, max_depth=args.max_depth, forest=forest, on_trial=log,
+                    progress=progress)
         result = loop.run()
     except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
         print(f"streamforest relational: {exc}", file=sys.stderr)
