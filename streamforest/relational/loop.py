@@ -180,6 +180,11 @@ class Loop:
         client = self.final_client
         client.samples("final", ids, self.labels)
         fb: dict[str, Any] = {}
+        # Each generation of the final forest knows the features arrived before it and all weigh alike: sending
+        # the most relevant first puts them in every generation (in acceptance order, a strong feature found late
+        # would sit in a few generations only, outvoted by the early ones).
+        order = sorted(range(len(accepted)), key=lambda i: (-np.nan_to_num(accepted[i].relevance), i))
+        accepted[:] = [accepted[i] for i in order]
         for i, a in enumerate(accepted):
             if self.sample is not None:  # computed on the exploration sample so far: now on every row
                 a = accepted[i] = replace(a, values=self.generator.values(a.feature))

@@ -162,7 +162,7 @@ class ThompsonPolicy(Policy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 6,
-                 prior: float = 1.0, simplicity: float = 0.5, operators: tuple[str, ...] = OPERATORS) -> None:
+                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -282,8 +282,10 @@ class ThompsonPolicy(Policy):
         return beam.ready.pop(0)
 
     def _pairs(self, op: str):
-        best = [c for c, _ in sorted(self.accepted, key=lambda t: -t[1])[: self.beam_size]
-                if c.feature is not None and not c.nominal]
+        # pairs of accepted features that are not combinations themselves (FCTree's depth-one constructions)
+        best = [c for c, _ in sorted(self.accepted, key=lambda t: -t[1])
+                if c.feature is not None and not c.nominal and not isinstance(c.feature, Combination)]
+        best = best[: self.beam_size]
         if op in ("sqrt", "square"):
             pairs = [(a, None) for a in best]
         else:
@@ -308,7 +310,9 @@ class ThompsonPolicy(Policy):
         finite = lab[~np.isnan(lab)]
         if finite.size == 0 or (np.all(finite == finite[0]) and finite.size == lab.size):
             return None
-        digest = hashlib.sha1(np.where(np.isnan(v), np.inf, np.round(v, 9)).tobytes()).digest()
+        # trees see only the order of a feature's values: a monotone transform of an earlier candidate
+        # (x^2 of a positive x, a sqrt) is the same feature to them, so candidates are told apart by their ranks
+        digest = hashlib.sha1(rankdata(np.where(np.isnan(v), -np.inf, v), method="dense").tobytes()).digest()
         if digest in self.hashes:
             return None
         self.hashes.add(digest)
