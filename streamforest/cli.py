@@ -250,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="List the datasets shipped inside the package, by the name that `produce`, "
                                    "`demo --dataset` and the scenarios' --bundled mode take.")
     p.set_defaults(func=cmd_datasets)
+
+    from streamforest.relational.cli import register as register_relational
+
+    register_relational(sub)
     return ap
 
 

@@ -1,0 +1,462 @@
+"""The candidate space over a schema graph: features as small expressions, their definitions, their values.
+
+A feature is one of
+
+* :class:`Attribute` -- a column of the target table itself: ``molecule.logp``;
+* :class:`Aggregate` -- a reduction of a child column (or of an inner aggregate, or a count) along a path of
+  one-to-many steps, optionally over the rows meeting a :class:`Condition`:
+  ``MEAN(atom.charge WHERE atom.element = 'o')``, ``COUNT(atom.bond WHERE bond.bond_type = 7)``,
+  ``MEAN(atom.MAX(bond.charge))`` (an aggregate of aggregates);
+* :class:`Combination` -- an FCTree operator on accepted features: ``SQRT(a)``, ``(a)^2``, ``(a + b)``,
+  ``(a - b)``, ``(a * b)``, ``EXP(-(a - b)^2)``.
+
+Its :func:`definition` is canonical and human-readable; :func:`feature_name` derives the stable name the engine
+sees. :class:`Generator` enumerates the space lazily as *families* (path, function, column, condition column) whose
+members differ by condition values, and computes values for every target row, time-safe when the target has a
+cutoff. The full feature matrix is never built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from typing import Union
+
+import numpy as np
+
+from streamforest.relational import aggregates as agg
+from streamforest.relational.tables import Database, Table
+
+#: Integer-valued numeric columns with at most this many distinct values also give ``=`` conditions.
+MAX_LEVELS = 64
+#: Quantiles tried when a ``>`` threshold is learned.
+THRESHOLD_QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+OPERATORS = ("sqrt", "square", "add", "sub", "mul", "rbf")
+MAX_NAME = 200
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step down a one-to-many link: the rows of ``child`` whose ``column`` points at the current table."""
+
+    child: str
+    column: str
+    qualify: bool = False  # several links join the same two tables: name the column
+
+    def __str__(self) -> str:
+        return f"{self.child}[{self.column}]" if self.qualify else self.child
+
+
+@dataclass(frozen=True)
+class Condition:
+    """Rows whose ``column`` is ``= value`` (a category, or a level of an integer column) or ``> value``.
+
+    ``value`` None is a threshold still to be learned (see :meth:`Generator.learn`).
+    """
+
+    column: str
+    op: str
+    value: str | float | None = None
+
+
+@dataclass(frozen=True)
+class Attribute:
+    column: str
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    func: str
+    path: tuple[Step, ...]
+    column: str | None = None
+    inner: Aggregate | None = None
+    where: Condition | None = None
+
+
+@dataclass(frozen=True)
+class Combination:
+    op: str
+    a: Feature
+    b: Feature | None = None
+
+
+Feature = Union[Attribute, Aggregate, Combination]  # noqa: UP007 (a runtime alias: py3.10 cannot | strings)
+
+
+@dataclass(frozen=True)
+class Family:
+    """Features differing only by the values of their conditions (and by the inner member of a nested one)."""
+
+    kind: str  # "attribute", "aggregate" or "nested"
+    path: tuple[Step, ...] = ()
+    func: str = ""
+    column: str | None = None
+    cond: tuple[str, str] | None = None  # (column, "=" or ">")
+    inner: Family | None = None
+
+    def facets(self) -> tuple[str, ...]:
+        """What the policy's arms are about: path, function, column, condition (and the inner ones)."""
+        path = ".".join(map(str, self.path))
+        out = (f"kind={self.kind}", f"path={path}", f"func={self.func}",
+               f"column={path}.{self.column}" if self.column else "column=", f"cond={_cond_facet(self.cond, path)}")
+        if self.inner is not None:
+            out += tuple(f"inner.{f}" for f in self.inner.facets()[1:])
+        return out
+
+    def __str__(self) -> str:
+        return " ".join(self.facets())
+
+
+def _cond_facet(cond: tuple[str, str] | None, path: str) -> str:
+    return "" if cond is None else f"{path.split('.')[-1]}.{cond[0]}{cond[1]}"
+
+
+def _quote(v: str | float) -> str:
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return _number(v)
+
+
+def _number(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() and abs(v) < 2**53 else f"{v:.6g}"
+
+
+def definition(f: Feature, target: str = "") -> str:
+    """The canonical definition of a feature.
+
+    Examples
+    --------
+    >>> atom, bond = Step("atom", "molecule_id"), Step("bond", "atom_id")
+    >>> definition(Aggregate("mean", (atom,), "charge", where=Condition("element", "=", "o")))
+    "MEAN(atom.charge WHERE atom.element = 'o')"
+    >>> definition(Aggregate("mean", (atom,), inner=Aggregate("count", (bond,), where=Condition("charge", ">", 0.25))))
+    'MEAN(atom.COUNT(bond WHERE bond.charge > 0.25))'
+    >>> definition(Combination("rbf", Attribute("logp"), Attribute("lumo")), "molecule")
+    'EXP(-(molecule.logp - molecule.lumo)^2)'
+    """
+    if isinstance(f, Attribute):
+        return f"{target}.{f.column}" if target else f.column
+    if isinstance(f, Combination):
+        a = definition(f.a, target)
+        if f.op == "sqrt":
+            return f"SQRT({a})"
+        if f.op == "square":
+            return f"({a})^2"
+        b = definition(f.b, target)
+        if f.op == "rbf":
+            return f"EXP(-({a} - {b})^2)"
+        return f"({a} {dict(add='+', sub='-', mul='*')[f.op]} {b})"
+    path = ".".join(map(str, f.path))
+    if f.inner is not None:
+        arg = f"{path}.{definition(f.inner)}"
+    elif f.column is not None:
+        arg = f"{path}.{f.column}"
+    else:
+        arg = path
+    if f.where is not None:
+        value = "?" if f.where.value is None else _quote(f.where.value)
+        arg += f" WHERE {f.path[-1]}.{f.where.column} {f.where.op} {value}"
+    return f"{f.func.upper()}({arg})"
+
+
+def feature_name(defn: str) -> str:
+    """The engine's name of a feature: its definition, or a cut of it and a hash when it is too long.
+
+    >>> feature_name("MEAN(atom.charge)")
+    'MEAN(atom.charge)'
+    >>> len(feature_name("X" * 500))
+    200
+    """
+    if len(defn) <= MAX_NAME:
+        return defn
+    return defn[: MAX_NAME - 17] + "~" + hashlib.sha1(defn.encode()).hexdigest()[:16]
+
+
+def has_placeholder(f: Feature) -> bool:
+    if isinstance(f, Aggregate):
+        return (f.where is not None and f.where.value is None) or (f.inner is not None and has_placeholder(f.inner))
+    if isinstance(f, Combination):
+        return has_placeholder(f.a) or (f.b is not None and has_placeholder(f.b))
+    return False
+
+
+class Generator:
+    """The candidate space of a database and the values of its members.
+
+    Parameters
+    ----------
+    db
+        The tables.
+    max_depth
+        Longest path of one-to-many steps below the target (an aggregate of aggregates counts both paths).
+    max_values
+        Most ``=`` condition values per condition column (the most frequent ones).
+
+    Examples
+    --------
+    >>> from streamforest.relational.synthetic import make_relational
+    >>> db = make_relational(n_targets=50, seed=0)
+    >>> g = Generator(db)
+    >>> fams = list(g.families())
+    >>> len(fams) > 10, fams[0].kind
+    (True, 'attribute')
+    >>> f = next(g.members(fams[-1]))
+    >>> g.values(g.learn(f, lambda v: float(np.nanstd(v)))).shape
+    (50,)
+    """
+
+    def __init__(self, db: Database, max_depth: int = 2, max_values: int = 24) -> None:
+        self.db = db
+        self.max_depth = max_depth
+        self.max_values = max_values
+        self._chains: dict[tuple[Step, ...], tuple[list[np.ndarray], np.ndarray]] = {}
+        self._groups: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
+        self._levels: dict[tuple[str, str], list] = {}
+        self._cuts: dict[tuple[str, str], list[Condition]] = {}
+        self._columns: dict[tuple, np.ndarray] = {}
+
+    # ------------------------------------------------------------------ the space
+
+    def paths(self, table: str | None = None, depth: int | None = None) -> Iterator[tuple[Step, ...]]:
+        """Paths of one-to-many steps below ``table`` (the target), up to ``depth`` steps, no table twice."""
+        table = table or self.db.target
+        depth = self.max_depth if depth is None else depth
+
+        def walk(t: str, prefix: tuple[Step, ...], seen: frozenset[str]) -> Iterator[tuple[Step, ...]]:
+            if len(prefix) >= depth:
+                return
+            kids = self.db.children(t)
+            for child, col in kids:
+                if child in seen:
+                    continue
+                qualify = sum(1 for c, _ in kids if c == child) > 1
+                p = (*prefix, Step(child, col, qualify))
+                yield p
+                yield from walk(child, p, seen | {child})
+
+        yield from walk(table, (), frozenset({table}))
+
+    def conditions(self, table: Table) -> list[tuple[str, str] | None]:
+        out: list[tuple[str, str] | None] = [None]
+        for name, col in sorted(table.columns.items()):
+            if self.levels(table, name):
+                out.append((name, "="))
+            if not col.nominal and np.unique(col.values[~np.isnan(col.values)]).size > 2:
+                out.append((name, ">"))
+        return out
+
+    def levels(self, table: Table, column: str) -> list[str | float]:
+        """``=`` condition values of a column, most frequent first (ties by value); [] if it gives none."""
+        key = (table.name, column)
+        if key not in self._levels:
+            col = table.columns[column]
+            if col.nominal:
+                counts = np.bincount(col.values[col.values >= 0], minlength=len(col.categories))
+                order = np.lexsort((np.arange(counts.size), -counts))
+                vals: list = [col.categories[i] for i in order if counts[i] > 0]
+            else:
+                x = col.values[~np.isnan(col.values)]
+                u, counts = np.unique(x, return_counts=True)
+                if u.size > MAX_LEVELS or u.size < 2 or not np.all(np.mod(u, 1) == 0):
+                    vals = []
+                else:
+                    vals = [float(u[i]) for i in np.lexsort((u, -counts))]
+            self._levels[key] = vals[: self.max_values] if len(vals) > 1 else []
+        return self._levels[key]
+
+    def _table(self, path: tuple[Step, ...]) -> Table:
+        return self.db.tables[path[-1].child if path else self.db.target]
+
+    def families(self) -> Iterator[Family]:
+        """Every family up to ``max_depth``, in a fixed order: attributes, then per path flat, then nested."""
+        for name in sorted(self.db.tables[self.db.target].columns):
+            yield Family("attribute", column=name)
+        yield from self._aggregate_families((), self.max_depth, nested=True)
+
+    def _aggregate_families(self, prefix: tuple[Step, ...], depth: int, nested: bool) -> Iterator[Family]:
+        owner = self._table(prefix)
+        for path in self.paths(owner.name, depth):
+            t = self._table(path)
+            conds = self.conditions(t)
+            for cond in conds:
+                yield Family("aggregate", path, "count", None, cond)
+            for name, col in sorted(t.columns.items()):
+                funcs = agg.NOMINAL if col.nominal else agg.NUMERIC
+                for func in funcs:
+                    if func in ("first", "last") and t.time is None:
+                        continue
+                    if func == "nunique" and not col.nominal and not self.levels(t, name):
+                        continue
+                    for cond in conds:
+                        if cond is None or cond[0] != name:
+                            yield Family("aggregate", path, func, name, cond)
+            if nested and len(path) < depth:
+                for inner in self._aggregate_families(path, depth - len(path), nested=False):
+                    for func in agg.OUTER:
+                        for cond in conds:
+                            yield Family("nested", path, func, None, cond, inner)
+
+    def members(self, family: Family) -> Iterator[Feature]:
+        """The family's features, lazily; a ``>`` condition is a placeholder to :meth:`learn`."""
+        if family.kind == "attribute":
+            yield Attribute(family.column)
+            return
+        t = self._table(family.path)
+        if family.cond is None:
+            wheres: list[Condition | None] = [None]
+        elif family.cond[1] == ">":
+            wheres = [Condition(family.cond[0], ">")]
+        else:
+            wheres = [Condition(family.cond[0], "=", v) for v in self.levels(t, family.cond[0])]
+        inners: Iterator = self.members(family.inner) if family.inner is not None else iter([None])
+        for inner, where in itertools.product(inners, wheres):
+            yield Aggregate(family.func, family.path, family.column, inner, where)
+
+    # ------------------------------------------------------------------ values
+
+    def values(self, f: Feature) -> np.ndarray:
+        """The feature's value for every target row (float64, NaN = missing)."""
+        if isinstance(f, Attribute):
+            col = self.db.tables[self.db.target].columns[f.column]
+            return col.values.astype(np.float64) if not col.nominal else np.where(col.values < 0, np.nan,
+                                                                                    col.values.astype(np.float64))
+        if isinstance(f, Combination):
+            return combine(f.op, self.values(f.a), None if f.b is None else self.values(f.b))
+        if has_placeholder(f):
+            raise ValueError(f"{definition(f)} has a threshold still to learn (Generator.learn)")
+        return self._aggregate(f, ())
+
+    def is_nominal(self, f: Feature) -> bool:
+        return isinstance(f, Attribute) and self.db.tables[self.db.target].columns[f.column].nominal
+
+    def learn(self, f: Feature, score: Callable[[np.ndarray], float]) -> Feature:
+        """Fill each threshold placeholder with the quantile of its column whose feature ``score`` rates best.
+
+        ``score`` sees only the values (the caller decides which rows and labels it looks at); ties go to the
+        lower quantile, so the result is deterministic.
+        """
+        if not isinstance(f, Aggregate) or not has_placeholder(f):
+            return f
+        if f.inner is not None and has_placeholder(f.inner):
+            # the inner threshold first, scored through the outer aggregate (without its own condition yet)
+            probe = replace(f, where=None) if f.where is not None and f.where.value is None else f
+            options = [replace(probe, inner=replace(f.inner, where=c)) for c in self._thresholds(f.path, f.inner)]
+            f = replace(f, inner=self._best(options, score).inner)
+        if f.where is not None and f.where.value is None:
+            options = [replace(f, where=c) for c in self._thresholds((), f)]
+            f = self._best(options, score)
+        return f
+
+    def _thresholds(self, prefix: tuple[Step, ...], f: Aggregate) -> list[Condition]:
+        t = self._table((*prefix, *f.path))
+        key = (t.name, f.where.column)
+        if key not in self._cuts:  # a column's quantiles, once: they do not depend on the candidate
+            col = t.columns[f.where.column]
+            x = col.values[~np.isnan(col.values)]
+            qs = np.unique(np.quantile(x, THRESHOLD_QUANTILES)) if x.size else np.zeros(1)
+            self._cuts[key] = [Condition(f.where.column, ">", float(_number(q))) for q in qs]
+        return self._cuts[key]
+
+    def _best(self, options: list[Aggregate], score: Callable[[np.ndarray], float]) -> Aggregate:
+        scores = [score(self._aggregate(o, ())) for o in options]
+        return options[int(np.argmax(np.nan_to_num(scores, nan=-np.inf)))]
+
+    def _chain(self, path: tuple[Step, ...]) -> tuple[list[np.ndarray], np.ndarray]:
+        """For the rows of the path's last table: their row in each table along the path, and whether alive
+        (linked all the way up, and not after the target row's cutoff)."""
+        if path in self._chains:
+            return self._chains[path]
+        t = self._table(path)
+        if not path:
+            rows = [np.arange(t.n_rows)]
+            alive = np.ones(t.n_rows, dtype=bool)
+        else:
+            up_rows, up_alive = self._chain(path[:-1])
+            p = t.link(path[-1].column).index
+            linked = p >= 0
+            safe = np.where(linked, p, 0)
+            rows = [np.where(linked, r[safe], -1) for r in up_rows] + [np.arange(t.n_rows)]
+            alive = linked & up_alive[safe]
+            if self.db.cutoff is not None and t.time is not None:
+                cut = self.db.cutoff[np.where(linked, rows[0], 0)]
+                # rows from after the cutoff, or with an unknown time, are invisible (NaN compares False)
+                alive &= np.isnan(cut) | (t.time <= cut)
+        self._chains[path] = (rows, alive)
+        return rows, alive
+
+    def _grouping(self, path: tuple[Step, ...], level: int) -> tuple[np.ndarray, np.ndarray]:
+        key = (path, level)
+        if key not in self._groups:
+            rows, alive = self._chain(path)
+            owner = np.where(alive, rows[level], -1)
+            order = agg.grouping(owner)
+            self._groups[key] = (order, owner[order])
+        return self._groups[key]
+
+    def _aggregate(self, f: Aggregate, prefix: tuple[Step, ...]) -> np.ndarray:
+        full = (*prefix, *f.path)
+        level = len(prefix)
+        order, groups = self._grouping(full, level)
+        n = self._table(prefix).n_rows
+        t = self._table(full)
+        keep = np.ones(order.size, dtype=bool)
+        if f.where is not None:
+            keep &= self._sorted(full, level, ("where", f.where), lambda: self._condition(t, f.where))
+        if f.func == "count":
+            return agg.reduce("count", groups[keep], n)
+        if f.inner is not None:
+            x = self._aggregate(f.inner, full)[order]
+            keep &= ~np.isnan(x)
+        else:
+            col = t.columns[f.column]
+            x = self._sorted(full, level, ("column", f.column), lambda: col.values)
+            keep &= self._sorted(full, level, ("present", f.column), lambda: ~col.missing())
+        times = self._sorted(full, level, ("time",), lambda: t.time)[keep] if f.func in ("first", "last") else None
+        return agg.reduce(f.func, groups[keep], n, x[keep].astype(np.float64), times)
+
+    def _sorted(self, path: tuple[Step, ...], level: int, what: tuple, compute: Callable[[], np.ndarray]):
+        """A column (or a condition's mask) of the path's last table in the grouping's order, kept: candidates of
+        one family read the same few columns again and again."""
+        key = (path, level, what)
+        if key not in self._columns:
+            order, _ = self._grouping(path, level)
+            self._columns[key] = compute()[order]
+        return self._columns[key]
+
+    def _condition(self, t: Table, c: Condition) -> np.ndarray:
+        col = t.columns[c.column]
+        if col.nominal:
+            if c.op != "=":
+                raise ValueError(f"{t.name}.{c.column} is nominal: only '=' conditions")
+            try:
+                return col.values == col.categories.index(str(c.value))
+            except ValueError:
+                return np.zeros(t.n_rows, dtype=bool)
+        with np.errstate(invalid="ignore"):
+            return col.values == float(c.value) if c.op == "=" else col.values > float(c.value)
+
+
+def combine(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """FCTree's operators (Fan et al., 2010); ``sqrt`` keeps the sign: sign(a) * sqrt(|a|).
+
+    >>> combine("rbf", np.array([1.0, 2.0]), np.array([1.0, 0.0])).tolist()
+    [1.0, 0.01831563888873418]
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        if op == "sqrt":
+            return np.sign(a) * np.sqrt(np.abs(a))
+        if op == "square":
+            return a * a
+        if b is None:
+            raise ValueError(f"{op} needs two features")
+        if op == "add":
+            return a + b
+        if op == "sub":
+            return a - b
+        if op == "mul":
+            return a * b
+        if op == "rbf":
+            return np.exp(-((a - b) ** 2))
+    raise ValueError(f"unknown operator {op!r} (expected one of {OPERATORS})")

@@ -1,0 +1,106 @@
+"""``streamforest relational``: the propositionalization loop from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = """\
+examples:
+  streamforest relational run --schema schema.json --budget 300 --out out/ --seed 0
+  streamforest relational run --documents data.json --label mutagenic --budget 300 --out out/
+"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``relational`` command group to the ``streamforest`` parser."""
+    p = subparsers.add_parser("relational", help="find features in relational data with the engine's feedback",
+                              description="The propositionalization feedback loop: candidate aggregates of child "
+                                          "tables go to the engine as features; its feedback decides what to try "
+                                          "next.",
+                              epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="relational_command", required=True)
+    r = sub.add_parser("run", help="run the loop on a schema.json or on nested JSON documents",
+                       description="Run the loop and write features.csv, predictions.csv (the unlabelled target "
+                                   "rows), candidates.jsonl and loop.png to --out; progress on stderr.")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--schema", help="a schema.json (tables as CSV, paths relative to it)")
+    src.add_argument("--documents", help="a JSON list of nested documents (list fields are child tables)")
+    r.add_argument("--label", help="with --documents: the label field of the documents")
+    r.add_argument("--name", default="root", help="with --documents: the name of the documents' table")
+    r.add_argument("--key", help="with --documents: a field holding each document's id (default: its position)")
+    r.add_argument("--budget", type=int, default=100, help="most candidates sent to the engine")
+    r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--max-depth", type=int, default=2, help="longest path of one-to-many steps below the target")
+    r.add_argument("--rebase-after", type=int, default=20,
+                   help="rejections after which the exploration stream restarts with the accepted features")
+    r.add_argument("--explore-rows", type=int, default=10_000,
+                   help="labelled rows the exploration looks at (a stratified sample beyond that)")
+    r.add_argument("--transport", choices=("inprocess", "jsonl"), default="inprocess",
+                   help="the engine in this process, or `streamforest run` as a child process over JSON lines")
+    r.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
+                   help="a FeatureStreamForest parameter of the loop's streams (repeatable)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(func=cmd_run)
+
+
+def load(args: argparse.Namespace):
+    if args.schema:
+        from streamforest.relational.schema import load_schema
+
+        return load_schema(args.schema)
+    if not args.label:
+        raise ValueError("--documents needs --label (the label field)")
+    from streamforest.relational.documents import load_documents
+
+    return load_documents(args.documents, args.label, args.name, args.key)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from streamforest.relational.drivers import EngineClient, InProcess, JsonlProcess
+    from streamforest.relational.loop import Loop, engine_config
+    from streamforest.relational.outputs import TrialLog, plot_curve, write_features, write_predictions
+
+    forest: dict[str, Any] = {}
+    for kv in args.forest_param or []:
+        if "=" not in kv:
+            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        try:
+            forest[k] = json.loads(v)
+        except json.JSONDecodeError:
+            forest[k] = v
+    db = load(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config, final = engine_config(args.seed, forest), engine_config(args.seed, final=True)
+    if args.transport == "inprocess":
+        transport, final_transport = InProcess(config), InProcess(final)
+    else:
+        transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
+    log = TrialLog(out / "candidates.jsonl")
+    progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    try:
+        loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport),
+                    budget=args.budget, seed=args.seed, rebase_after=args.rebase_after,
+                    explore_rows=args.explore_rows, max_depth=args.max_depth, forest=forest, on_trial=log,
+                    progress=progress)
+        result = loop.run()
+    except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
+        print(f"streamforest relational: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        log.close()
+        transport.close()
+        final_transport.close()
+    write_features(out / "features.csv", db, result)
+    write_predictions(out / "predictions.csv", db, result)
+    plot_curve(out / "loop.png", result, f"{db.target}: {len(result.accepted)} accepted of {len(result.trials)}")
+    print(f"relational: {len(result.trials)} candidates tried, {len(result.accepted)} accepted, final out-of-bag "
+          f"{result.final_oob if result.final_oob is None else round(result.final_oob, 4)}, "
+          f"{len(result.predictions)} rows scored, {result.seconds:.1f} s -> {out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,223 @@
+"""The propositionalization feedback loop: schema -> generator -> policy -> driver.
+
+The loop sends the labelled target rows to an *exploration* stream, then one candidate after another as
+``feature`` messages; the policy reads each ``feedback`` record and decides. Rejected features would otherwise stay
+in the exploration forest and blur later feedback, so after ``rebase_after`` rejections the loop drops that stream
+and starts a fresh one with the accepted features only (a ``control drop`` and re-sent features: nothing beyond
+the protocol). At the end a *final* stream gets every target row -- the unlabelled ones as unlabelled samples,
+never learned from -- and the accepted features: its predictions score the unlabelled rows.
+
+Examples
+--------
+>>> from streamforest.relational.synthetic import make_relational
+>>> db = make_relational(n_targets=200, unlabelled=0.2, seed=0)
+>>> result = run_loop(db, budget=12, seed=0)
+>>> len(result.trials), len(result.predictions) == int((~db.labelled).sum())
+(12, True)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from streamforest.relational.candidates import Generator
+from streamforest.relational.drivers import EngineClient, InProcess
+from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
+from streamforest.relational.tables import Database
+
+#: The forest of the exploration streams: small generations (feedback comes per candidate).
+EXPLORE_FOREST = {"trees_per_generation": 30}
+#: The forest of the final stream, which scores the unlabelled rows with the accepted features only: every feature
+#: already earned its place, so they are sampled alike with equal weights, and more trees per feature.
+FINAL_FOREST = {"trees_per_generation": 100, "policy": "baseline"}
+
+
+def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
+    """The engine configuration of the loop's exploration (or ``final``) engine, as ``EngineConfig`` arguments."""
+    base = FINAL_FOREST if final else EXPLORE_FOREST
+    return {"forest": {**base, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
+            "encoding": "none"}
+
+
+@dataclass
+class LoopResult:
+    """What a run found: accepted candidates, every trial, the scored rows' predictions, the score curve."""
+
+    accepted: list[Candidate]
+    trials: list[dict[str, Any]]
+    predictions: dict[str, dict[str, float]]
+    curve: list[tuple[int, float | None]] = field(default_factory=list)
+    final_oob: float | None = None
+    seconds: float = 0.0
+
+
+class Loop:
+    """Relational data in, features chosen by the engine's feedback out.
+
+    Parameters
+    ----------
+    db
+        The tables (from :func:`~streamforest.relational.schema.load_schema`, the documents converter, ...).
+    policy
+        What to try next; by default a :class:`~streamforest.relational.policy.ThompsonPolicy` over a
+        :class:`~streamforest.relational.candidates.Generator` of ``db``.
+    client
+        The engine of the exploration streams; by default an in-process one.
+    final_client
+        The engine of the final stream (see :data:`FINAL_FOREST`); by default an in-process one, or ``client``
+        itself when ``client`` is given.
+    budget
+        Most candidates sent to the engine (shadows count; re-sending accepted features after a rebase does not).
+    seed
+        Seed of the policy and of the engine's forests.
+    rebase_after
+        Rejections after which the exploration stream restarts with the accepted features only.
+    explore_rows
+        Most labelled rows the exploration looks at: beyond it, a stratified sample of this many (seeded) is where
+        candidates are computed and fed back; the accepted ones are then computed on every row for the final
+        stream. Feedback on 10,000 rows is as telling as on a million and a hundred times cheaper.
+    final_forest
+        Forest parameters of the final stream (over :data:`FINAL_FOREST`).
+    policy_options
+        Keyword arguments of the default :class:`~streamforest.relational.policy.ThompsonPolicy`.
+    on_trial
+        Called with every trial record as it happens (the CLI streams them to ``candidates.jsonl``).
+    progress
+        Called with a line of progress text after every candidate.
+    """
+
+    def __init__(self, db: Database, policy: Policy | None = None, client: EngineClient | None = None,
+                 final_client: EngineClient | None = None, budget: int = 100, seed: int = 0,
+                 rebase_after: int = 20, max_depth: int = 2, explore_rows: int | None = 10_000,
+                 forest: dict[str, Any] | None = None, final_forest: dict[str, Any] | None = None,
+                 policy_options: dict[str, Any] | None = None, on_trial: Callable[[dict], None] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
+        if budget < 1:
+            raise ValueError(f"budget must be at least 1, got {budget}")
+        labelled = db.labelled
+        if len(set(np.asarray(db.labels)[labelled].tolist())) < 2:
+            raise ValueError("the target needs labelled rows of at least two classes")
+        self.db = db
+        self.labels = db.label_values()
+        self.generator = Generator(db, max_depth=max_depth)
+        # a policy of the user's computes its candidates on every row: no sample then
+        self.sample = None if policy is not None else _sample(np.asarray(db.labels), labelled, explore_rows, seed)
+        self.explore_db = db if self.sample is None else db.subset(self.sample)
+        if policy is None:
+            gen = self.generator if self.sample is None else Generator(self.explore_db, max_depth=max_depth)
+            policy = ThompsonPolicy(gen, np.asarray(self.explore_db.labels), self.explore_db.labelled, seed=seed,
+                                    **(policy_options or {}))
+        self.policy = policy
+        if final_client is None:
+            final_client = client or EngineClient(InProcess(engine_config(seed, final_forest, final=True)))
+        self.client = client or EngineClient(InProcess(engine_config(seed, forest)))
+        self.final_client = final_client
+        self.budget = budget
+        self.rebase_after = rebase_after
+        self.on_trial = on_trial
+        self.progress = progress
+
+    def run(self) -> LoopResult:
+        start = time.perf_counter()
+        db = self.explore_db
+        lab = db.labelled
+        train_ids = db.ids[lab].tolist()
+        train_y = [v for v, keep in zip(db.label_values(), lab, strict=True) if keep]
+        k, rejected = 0, 0
+        stream = f"explore-{k}"
+        self.client.samples(stream, train_ids, train_y)
+        accepted: list[Candidate] = []
+        trials: list[dict[str, Any]] = []
+        curve: list[tuple[int, float | None]] = []
+        best: float | None = None
+        while len(trials) < self.budget:
+            c = self.policy.propose()
+            if c is None:
+                break
+            fb = self.client.feature(stream, c.name, train_ids, c.values[lab], c.nominal)
+            d = self.policy.observe(c, fb)
+            if d.accepted:
+                accepted.append(c)
+            else:
+                rejected += 1
+            oob = fb.get("oob_after")
+            if oob is not None and d.accepted:
+                best = oob if best is None else (min(best, oob) if fb["oob_metric"] == "log_loss" else max(best, oob))
+            trial = {"n": len(trials) + 1, "definition": c.definition, "name": c.name, "family": c.family,
+                     "shadow": c.shadow, "relevance": c.relevance, "accepted": d.accepted, "why": d.why,
+                     "gain": d.gain, "stream": stream,
+                     "feedback": {key: fb.get(key) for key in ("oob_metric", "oob_before", "oob_after", "importance",
+                                                               "weight_share", "generation", "model_version")}}
+            trials.append(trial)
+            curve.append((len(trials), oob))
+            if self.on_trial is not None:
+                self.on_trial(trial)
+            if self.progress is not None:
+                mark = "+" if d.accepted else ("s" if c.shadow else "-")
+                self.progress(f"[{len(trials):>4}/{self.budget}] {mark} gain {_fmt(d.gain)} oob {_fmt(oob)} "
+                              f"best {_fmt(best)} accepted {len(accepted)}  {c.definition[:90]}")
+            if rejected >= self.rebase_after and len(trials) < self.budget:
+                self.client.drop(stream)
+                k, rejected = k + 1, 0
+                stream = f"explore-{k}"
+                self.client.samples(stream, train_ids, train_y)
+                for a in accepted:
+                    self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
+        self.client.drop(stream)
+        predictions, final_oob = self._final(accepted)
+        return LoopResult(accepted, trials, predictions, curve, final_oob, time.perf_counter() - start)
+
+    def _final(self, accepted: list[Candidate]) -> tuple[dict[str, dict[str, float]], float | None]:
+        """The accepted features on every target row; the unlabelled rows' predictions."""
+        if not accepted:
+            return {}, None
+        ids = self.db.ids.tolist()
+        client = self.final_client
+        client.samples("final", ids, self.labels)
+        fb: dict[str, Any] = {}
+        # Each generation of the final forest knows the features arrived before it and all weigh alike: sending
+        # the most relevant first puts them in every generation (in acceptance order, a strong feature found late
+        # would sit in a few generations only, outvoted by the early ones).
+        order = sorted(range(len(accepted)), key=lambda i: (-np.nan_to_num(accepted[i].relevance), i))
+        accepted[:] = [accepted[i] for i in order]
+        for i, a in enumerate(accepted):
+            if self.sample is not None:  # computed on the exploration sample so far: now on every row
+                a = accepted[i] = replace(a, values=self.generator.values(a.feature))
+            fb = client.feature("final", a.name, ids, a.values, a.nominal)
+        n_scored = int((~self.db.labelled).sum())
+        preds = client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
+        return preds, fb.get("oob_after")
+
+
+def _sample(labels: np.ndarray, labelled: np.ndarray, n: int | None, seed: int) -> np.ndarray | None:
+    """A stratified sample of ``n`` labelled rows (sorted), or None when there are not more than ``n``."""
+    rows = np.flatnonzero(labelled)
+    if n is None or rows.size <= n:
+        return None
+    rng = np.random.default_rng(seed)
+    classes, codes = np.unique(labels[rows], return_inverse=True)
+    take = []
+    for c in range(classes.size):
+        members = rows[codes == c]
+        k = max(1, round(n * members.size / rows.size))
+        take.append(rng.choice(members, size=min(k, members.size), replace=False))
+    return np.sort(np.concatenate(take))
+
+
+def run_loop(db: Database, budget: int = 100, seed: int = 0, **kwargs: Any) -> LoopResult:
+    """Run the loop in-process with the default policy (see :class:`Loop` for the options)."""
+    loop = Loop(db, budget=budget, seed=seed, **kwargs)
+    try:
+        return loop.run()
+    finally:
+        loop.client.close()
+        loop.final_client.close()
+
+
+def _fmt(v: float | None) -> str:
+    return "   --  " if v is None else f"{v:+.4f}"

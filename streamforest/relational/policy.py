@@ -1,0 +1,412 @@
+"""What to try next, from the engine's feedback.
+
+A policy proposes :class:`Candidate` features and learns from the engine's ``feedback`` record of each. The
+default, :class:`ThompsonPolicy`:
+
+* **Thompson sampling over families.** Every family of the space (path, function, column, condition column; see
+  :class:`~streamforest.relational.candidates.Family`) is described by facets; each facet keeps a Gaussian
+  posterior of the reward (the out-of-bag gain in units of its noise). A draw from every facet's posterior scores
+  every family (the mean of its facets' draws) and the best one gives the next candidate: facets shared by
+  families let one success or failure inform many families.
+* **Within a family, a beam.** Its members (condition values, learned thresholds) are computed a few at a time
+  and kept ranked by a univariate relevance on the labelled rows; the best goes first.
+* **Combinations only of accepted features.** FCTree operators are families too, whose members are pairs of
+  the best accepted features.
+* **Shadows.** Every ``shadow_every`` candidates a shadow is sent: a real candidate's values permuted across the
+  labelled rows, related to nothing. Their gains are the noise level: a candidate is accepted only if its gain
+  beats the shadows' mean by ``z`` of their standard deviations (about 16 % of useless candidates slip through at
+  ``z = 1``, 7 % at 1.5), which is what bounds false acceptances.
+
+Everything is deterministic given the seed, the data and the feedback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+from scipy.stats import rankdata
+
+from streamforest.relational.candidates import (
+    OPERATORS,
+    Combination,
+    Feature,
+    Generator,
+    definition,
+    feature_name,
+)
+
+
+@dataclass
+class Candidate:
+    """A feature ready to send: its definition, family, and value for every target row."""
+
+    definition: str
+    name: str
+    family: str
+    facets: tuple[str, ...]
+    values: np.ndarray
+    feature: Feature | None = None
+    shadow: bool = False
+    relevance: float = float("nan")
+    nominal: bool = False
+
+
+@dataclass
+class Decision:
+    accepted: bool
+    why: str
+    gain: float | None = None
+
+
+def relevance(values: np.ndarray, y: np.ndarray) -> float:
+    """Univariate relevance in [0, 1]: |2 AUC - 1| (averaged one-vs-rest over classes); missing values rank lowest.
+
+    >>> relevance(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 0, 1, 1]))
+    1.0
+    """
+    v = np.where(np.isnan(values), -np.inf, values)
+    if v.size == 0 or np.all(v == v[0]):
+        return 0.0
+    r = rankdata(v)
+    classes = np.unique(y)
+    out = []
+    for c in classes[1:] if classes.size == 2 else classes:
+        pos = y == c
+        n1, n0 = int(pos.sum()), int((~pos).sum())
+        if n1 == 0 or n0 == 0:
+            continue
+        auc = (r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
+        out.append(abs(2 * auc - 1))
+    return float(np.mean(out)) if out else 0.0
+
+
+def gain_of(feedback: dict[str, Any]) -> float | None:
+    """The out-of-bag improvement a feedback record reports (positive = better), None when not measured."""
+    before, after = feedback.get("oob_before"), feedback.get("oob_after")
+    if before is None or after is None:
+        return None
+    return before - after if feedback.get("oob_metric") == "log_loss" else after - before
+
+
+class Policy:
+    """What the loop asks of a policy (subclass it to plug in your own)."""
+
+    def propose(self) -> Candidate | None:  # pragma: no cover - interface
+        """The next candidate to send, or None when the space is exhausted."""
+        raise NotImplementedError
+
+    def observe(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:  # pragma: no cover
+        """Learn from the engine's feedback on ``candidate``; say whether it is accepted and why."""
+        raise NotImplementedError
+
+
+@dataclass
+class _Arm:
+    n: float = 0.0
+    total: float = 0.0
+
+
+@dataclass
+class _Beam:
+    """A family's members, computed a few at a time, ranked by relevance."""
+
+    members: Any
+    ready: list[Candidate] = field(default_factory=list)
+    done: bool = False
+
+
+def _complexity(f: Any) -> int:
+    """Conditions, nestings and steps beyond the first; a combination counts 1."""
+    if isinstance(f, tuple):
+        return 1
+    n = (f.cond is not None) + max(len(f.path) - 1, 0)
+    return n + (1 + _complexity(f.inner) if f.inner is not None else 0)
+
+
+class ThompsonPolicy(Policy):
+    """Thompson sampling over candidate families, beams within them, shadows for the noise level.
+
+    Parameters
+    ----------
+    generator
+        The candidate space.
+    y
+        Labels of the target rows (only ``labelled`` rows are looked at).
+    labelled
+        Mask of the labelled target rows.
+    seed
+        Seed of the draws and of the shadows' permutations.
+    pool
+        Members computed per family visit (the beam width within a family).
+    shadow_every
+        One shadow per this many candidates (0: none).
+    z
+        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20).
+    relevance_gate
+        If set, a candidate's univariate relevance must also beat this quantile of the shadows' relevance.
+    min_gain
+        Gain required besides (in the engine's out-of-bag metric).
+    beam
+        Accepted features (the best by gain) whose pairs the FCTree operators combine.
+    prior
+        Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
+    simplicity
+        Prior preference for simple families: a family's score is lowered by this much per condition, per
+        nesting and per step beyond the first (a draw overcomes it once the facets show rewards).
+    """
+
+    def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
+                 shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
+                 beam: int = 6,
+                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS) -> None:
+        self.generator = generator
+        self.labelled = np.asarray(labelled, dtype=bool)
+        self.y = np.asarray(y)[self.labelled]
+        self.rng = np.random.default_rng(seed)
+        self.pool = pool
+        self.shadow_every = shadow_every
+        self.z = z
+        self.relevance_gate = relevance_gate
+        self.min_gain = min_gain
+        self.beam_size = beam
+        self.prior = prior
+        self.operators = operators
+        fams = list(generator.families())
+        self.attributes = [f for f in fams if f.kind == "attribute"]
+        self.families: list[Any] = [f for f in fams if f.kind != "attribute"]
+        self.families += [("combine", op) for op in operators]
+        facet_lists = [self._facets(f) for f in self.families]
+        self.facet_index: dict[str, int] = {}
+        rows, cols, vals = [], [], []
+        for i, fs in enumerate(facet_lists):
+            for f in fs:
+                rows.append(i)
+                cols.append(self.facet_index.setdefault(f, len(self.facet_index)))
+                vals.append(1.0 / len(fs))
+        self.incidence = sparse.csr_matrix((vals, (rows, cols)), shape=(len(self.families), len(self.facet_index)))
+        self.arms = [_Arm() for _ in self.facet_index]
+        self.bias = -simplicity * np.array([_complexity(f) for f in self.families], dtype=np.float64)
+        self.beams: dict[int, _Beam] = {}
+        self.exhausted = np.zeros(len(self.families), dtype=bool)
+        self.seen: set[str] = set()  # definitions proposed
+        self.hashes: set[bytes] = set()  # values proposed (duplicates of earlier candidates are skipped)
+        self.accepted: list[tuple[Candidate, float]] = []
+        self.shadow_gains: list[float] = []
+        self.shadow_relevance: list[float] = []
+        self.sent = 0
+        self.pairs_tried: set[tuple[str, str, str]] = set()
+        self._last_real: Candidate | None = None
+        self._pending_attr = list(self.attributes)
+
+    # ------------------------------------------------------------------ proposing
+
+    @staticmethod
+    def _facets(f: Any) -> tuple[str, ...]:
+        if isinstance(f, tuple):
+            return ("kind=combine", f"func={f[1]}")
+        return f.facets()
+
+    def propose(self) -> Candidate | None:
+        while self._pending_attr:
+            fam = self._pending_attr.pop(0)
+            c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
+            if c is not None:
+                return self._sent(c)
+        if self._shadow_due():
+            return self._sent(self._shadow(self._last_real))
+        while not self.exhausted.all():
+            i = self._draw()
+            c = self._from_family(i)
+            if c is not None:
+                self._last_real = c
+                return self._sent(c)
+        return None
+
+    def _sent(self, c: Candidate) -> Candidate:
+        self.sent += 1
+        return c
+
+    def _shadow_due(self) -> bool:
+        if not self.shadow_every or self._last_real is None:
+            return False
+        n_real = self.sent - len(self.shadow_gains)
+        # two shadows early (the noise level is needed from the start), then one per shadow_every candidates
+        due = 2 + (n_real // self.shadow_every)
+        return len(self.shadow_gains) < due and n_real >= 2 * (len(self.shadow_gains) + 1)
+
+    def _shadow(self, base: Candidate) -> Candidate:
+        v = base.values.copy()
+        idx = np.flatnonzero(self.labelled)
+        v[idx] = v[self.rng.permutation(idx)]
+        k = len(self.shadow_gains) + 1
+        defn = f"SHADOW{k}({base.definition})"
+        return Candidate(defn, feature_name(defn), "shadow", ("kind=shadow",), v, None, True,
+                         relevance(v[self.labelled], self.y), base.nominal)
+
+    def _draw(self) -> int:
+        mean = np.array([a.total / (a.n + self.prior) for a in self.arms])
+        sd = 1.0 / np.sqrt(np.array([a.n + self.prior for a in self.arms]))
+        theta = mean + sd * self.rng.standard_normal(len(self.arms))
+        score = self.incidence @ theta + self.bias
+        score[self.exhausted] = -np.inf
+        return int(np.argmax(score))
+
+    def _from_family(self, i: int) -> Candidate | None:
+        fam = self.families[i]
+        beam = self.beams.get(i)
+        if beam is None:
+            beam = self.beams[i] = _Beam(self._pairs(fam[1]) if isinstance(fam, tuple)
+                                         else self.generator.members(fam))
+        if isinstance(fam, tuple):
+            beam.members = self._pairs(fam[1])  # the accepted set changes: pairs are drawn afresh
+            beam.done = False
+        while len(beam.ready) < self.pool and not beam.done:
+            f = next(beam.members, None)
+            if f is None:
+                beam.done = True
+                break
+            if not isinstance(fam, tuple):
+                f = self.generator.learn(f, self._score)
+            c = self._make(f, str(fam) if not isinstance(fam, tuple) else f"combine {fam[1]}", self._facets(fam))
+            if c is not None:
+                beam.ready.append(c)
+        if not beam.ready:
+            # a combination family comes back when a feature is accepted (see observe)
+            self.exhausted[i] = True
+            return None
+        beam.ready.sort(key=lambda c: -c.relevance)
+        return beam.ready.pop(0)
+
+    def _pairs(self, op: str):
+        # pairs of accepted features that are not combinations themselves (FCTree's depth-one constructions)
+        best = [c for c, _ in sorted(self.accepted, key=lambda t: -t[1])
+                if c.feature is not None and not c.nominal and not isinstance(c.feature, Combination)]
+        best = best[: self.beam_size]
+        if op in ("sqrt", "square"):
+            pairs = [(a, None) for a in best]
+        else:
+            pairs = [(a, b) for j, a in enumerate(best) for b in best[j + 1:]]
+        for a, b in pairs:
+            key = (op, a.definition, "" if b is None else b.definition)
+            if key not in self.pairs_tried:
+                self.pairs_tried.add(key)
+                yield Combination(op, a.feature, None if b is None else b.feature)
+
+    def _score(self, values: np.ndarray) -> float:
+        return relevance(values[self.labelled], self.y)
+
+    def _make(self, f: Feature, family: str, facets: tuple[str, ...]) -> Candidate | None:
+        """Compute a member; None if it is constant on the labelled rows or repeats an earlier candidate."""
+        defn = definition(f, self.generator.db.target)
+        if defn in self.seen:
+            return None
+        self.seen.add(defn)
+        v = self.generator.values(f)
+        lab = v[self.labelled]
+        finite = lab[~np.isnan(lab)]
+        if finite.size == 0 or (np.all(finite == finite[0]) and finite.size == lab.size):
+            return None
+        # trees see only the order of a feature's values: a monotone transform of an earlier candidate
+        # (x^2 of a positive x, a sqrt) is the same feature to them, so candidates are told apart by their ranks
+        digest = hashlib.sha1(rankdata(np.where(np.isnan(v), -np.inf, v), method="dense").tobytes()).digest()
+        if digest in self.hashes:
+            return None
+        self.hashes.add(digest)
+        return Candidate(defn, feature_name(defn), family, facets, v, f, False, relevance(lab, self.y),
+                         self.generator.is_nominal(f))
+
+    # ------------------------------------------------------------------ learning from feedback
+
+    def threshold(self) -> float:
+        """The gain a candidate must beat: the recent shadows' mean + ``z`` standard deviations (and ``min_gain``).
+
+        Gains only: importances are shares among the features present (and vanish with pruned generations), so a
+        shadow's importance from an earlier forest is no yardstick for a later candidate.
+        """
+        if len(self.shadow_gains) < 2:
+            return self.min_gain
+        g = np.asarray(self.shadow_gains[-20:])
+        return max(self.min_gain, float(g.mean() + self.z * max(g.std(ddof=1), 1e-4)))
+
+    def noise(self) -> float:
+        if len(self.shadow_gains) < 2:
+            return 0.01
+        return max(float(np.std(self.shadow_gains[-20:])), 1e-3)
+
+    def observe(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
+        gain = gain_of(feedback)
+        if candidate.shadow:
+            self.shadow_gains.append(gain if gain is not None else 0.0)
+            self.shadow_relevance.append(candidate.relevance)
+            return Decision(False, "shadow (noise estimate)", gain)
+        g_thr = self.threshold()
+        r_thr = (float(np.quantile(self.shadow_relevance[-20:], self.relevance_gate))
+                 if self.relevance_gate is not None and self.shadow_relevance else -1.0)
+        if gain is None:
+            accepted, why = True, "first feature (nothing to compare with)"
+        elif gain <= g_thr:
+            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+        elif candidate.relevance <= r_thr:
+            accepted, why = False, (f"relevance {candidate.relevance:.3f} <= {r_thr:.3f} "
+                                    f"(shadows' q{self.relevance_gate:g})")
+        else:
+            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+        if "kind=attribute" not in candidate.facets and gain is not None:
+            reward = float(np.clip((gain - g_thr) / self.noise(), -3, 3))
+            for f in candidate.facets:
+                a = self.arms[self.facet_index[f]] if f in self.facet_index else None
+                if a is not None:
+                    a.n += 1
+                    a.total += reward
+        if accepted:
+            self.accepted.append((candidate, gain if gain is not None else 0.0))
+            for i, fam in enumerate(self.families):
+                if isinstance(fam, tuple):
+                    self.exhausted[i] = False
+        return Decision(accepted, why, gain)
+
+
+class EnumerationPolicy(ThompsonPolicy):
+    """No choice: every member of every family in the generator's order (attributes, then flat aggregates, then
+    aggregates of aggregates), restricted to ``max_complexity`` and to nested families without conditions;
+    shadows and acceptance as :class:`ThompsonPolicy`. The exhaustive baseline the guided policy is compared with.
+    """
+
+    def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0,
+                 max_complexity: int = 2, **kwargs: Any) -> None:
+        super().__init__(generator, y, labelled, seed=seed, operators=(), **kwargs)
+        self._queue = (f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= max_complexity
+                       and (f.kind != "nested" or _complexity(f) <= 1))
+        self._members: Any = iter(())
+        self._family: Any = None
+
+    def size(self) -> int:
+        """How many candidates the enumeration holds (computing none)."""
+        fams = [f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= 2
+                and (f.kind != "nested" or _complexity(f) <= 1)]
+        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in fams)
+
+    def propose(self) -> Candidate | None:
+        while self._pending_attr:
+            fam = self._pending_attr.pop(0)
+            c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
+            if c is not None:
+                return self._sent(c)
+        if self._shadow_due():
+            return self._sent(self._shadow(self._last_real))
+        while True:
+            f = next(self._members, None)
+            if f is None:
+                self._family = next(self._queue, None)
+                if self._family is None:
+                    return None
+                self._members = self.generator.members(self._family)
+                continue
+            c = self._make(self.generator.learn(f, self._score), str(self._family), self._family.facets())
+            if c is not None:
+                self._last_real = c
+                return self._sent(c)

@@ -1,0 +1,148 @@
+"""schema.json and nested documents -> tables: the mutagenesis converter, round trips, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from streamforest.relational.documents import documents_to_tables, load_documents
+from streamforest.relational.schema import load_schema, save_schema
+from streamforest.relational.synthetic import make_relational
+
+MUTAGENESIS = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "mutagenesis" / "data.json"
+needs_data = pytest.mark.skipif(not MUTAGENESIS.exists(), reason="../shared/datasets/mutagenesis is not here")
+
+
+@needs_data
+def test_mutagenesis_converter():
+    db = load_documents(MUTAGENESIS, "mutagenic")
+    assert (db.target, sorted(db.tables)) == ("root", ["atoms", "bonds", "root"])
+    assert [db.tables[t].n_rows for t in ("root", "atoms", "bonds")] == [188, 4893, 10486]
+    assert sorted(db.tables["root"].columns) == ["ind1", "inda", "logp", "lumo"]
+    assert (db.labels == "1").sum() == 125 and (db.labels == "0").sum() == 63
+    atoms, bonds = db.tables["atoms"], db.tables["bonds"]
+    assert atoms.columns["element"].categories == ("b", "c", "f", "h", "i", "n", "o")
+    assert not atoms.columns["charge"].nominal
+    # the bags keep their owners: per molecule atom counts and per atom bond counts add up
+    assert np.bincount(atoms.links[0].index, minlength=188).sum() == 4893
+    raw = json.loads(MUTAGENESIS.read_text())
+    assert np.bincount(atoms.links[0].index, minlength=188).tolist() == [len(m["atoms"]) for m in raw]
+    first_bonds = [len(a["bonds"]) for a in raw[0]["atoms"]]
+    assert np.bincount(bonds.links[0].index)[: len(first_bonds)].tolist() == first_bonds
+    assert bonds.columns["charge"].values[0] == raw[0]["atoms"][0]["bonds"][0]["charge"]
+
+
+@needs_data
+def test_documents_and_schema_give_the_same_tables(tmp_path):
+    db = load_documents(MUTAGENESIS, "mutagenic")
+    back = load_schema(save_schema(db, tmp_path))
+    assert sorted(back.tables) == sorted(db.tables)
+    assert back.ids.tolist() == db.ids.tolist() and back.labels.tolist() == db.labels.tolist()
+    for name, t in db.tables.items():
+        b = back.tables[name]
+        assert b.n_rows == t.n_rows
+        for c, col in t.columns.items():
+            assert b.columns[c].categories == col.categories
+            np.testing.assert_array_equal(b.columns[c].values, col.values)
+        for lk, blk in zip(t.links, b.links, strict=True):
+            np.testing.assert_array_equal(lk.index, blk.index)
+
+
+def test_synthetic_with_time_round_trips(tmp_path):
+    db = make_relational(n_targets=30, time=True, unlabelled=0.3, seed=0)
+    back = load_schema(save_schema(db, tmp_path))
+    np.testing.assert_array_equal(back.cutoff, db.cutoff)
+    np.testing.assert_array_equal(back.tables["order"].time, db.tables["order"].time)
+    assert back.labels.tolist() == db.labels.tolist()
+
+
+def test_documents_bad_input():
+    with pytest.raises(ValueError, match="non-empty JSON list"):
+        documents_to_tables({"a": 1}, "y")
+    with pytest.raises(ValueError, match="no document has the label field 'y'"):
+        documents_to_tables([{"x": 1}], "y")
+    with pytest.raises(ValueError, match=r"documents\[1\].bag\[0\]: a bag item must be an object or a scalar"):
+        documents_to_tables([{"y": 1, "bag": []}, {"y": 0, "bag": [[1]]}], "y")
+    with pytest.raises(ValueError, match=r"documents\[1\]: duplicate key 'a'"):
+        documents_to_tables([{"y": 1, "k": "a"}, {"y": 0, "k": "a"}], "y", key="k")
+
+
+def test_documents_scalars_lists_and_nested_objects():
+    db = documents_to_tables([{"y": True, "m": {"a": 1, "b": "x"}, "tags": ["p", "q"]}, {"y": False, "tags": []}],
+                             "y", name="doc")
+    assert db.labels.tolist() == ["true", "false"]
+    assert sorted(db.tables["doc"].columns) == ["m_a", "m_b"]
+    assert db.tables["tags"].columns["value"].categories == ("p", "q")
+
+
+def write(d: Path, schema: dict, **tables: str) -> Path:
+    for name, text in tables.items():
+        (d / f"{name}.csv").write_text(text)
+    (d / "schema.json").write_text(json.dumps(schema))
+    return d / "schema.json"
+
+
+GOOD = {"target": {"table": "m", "label": "y", "cutoff": None},
+        "tables": {"m": {"path": "m.csv", "key": "mid"},
+                   "atom": {"path": "atom.csv", "key": "aid", "parents": [{"table": "m", "column": "mid"}]},
+                   "bond": {"path": "bond.csv", "parents": [{"table": "atom", "column": "aid"}],
+                            "nominal": ["t"]}}}
+M = "mid,y,w\na,1,0.5\nb,0,\nc,,2\n"
+ATOM = "aid,mid,el,q\nx1,a,c,0.1\nx2,a,o,-0.2\nx3,b,c,\n"
+BOND = "aid,t\nx1,7\nx1,1\nx3,7\n"
+
+
+def test_good_schema(tmp_path):
+    db = load_schema(write(tmp_path, GOOD, m=M, atom=ATOM, bond=BOND))
+    assert db.tables["bond"].columns["t"].categories == ("1", "7")
+    assert db.tables["bond"].links[0].index.tolist() == [0, 0, 2]
+    assert np.isnan(db.tables["atom"].columns["q"].values[2])
+    assert db.labelled.tolist() == [True, True, False]
+    assert "aid" not in db.tables["atom"].columns and "mid" not in db.tables["atom"].columns
+
+
+def _bad(schema_edit=None, **tables):
+    schema = json.loads(json.dumps(GOOD))
+    if schema_edit:
+        schema_edit(schema)
+    return schema, {"m": M, "atom": ATOM, "bond": BOND, **tables}
+
+
+BAD = [
+    (_bad(lambda s: s["tables"]["atom"].update(parent=[])), r"table 'atom': unknown field 'parent'"),
+    (_bad(lambda s: s["target"].update(table="molecule")), r"target: unknown table 'molecule'"),
+    (_bad(lambda s: s["tables"]["bond"]["parents"][0].update(table="atoms")),
+     r"table 'bond' parents\[0\]: unknown table 'atoms'"),
+    (_bad(lambda s: s["tables"]["bond"]["parents"][0].update(column="atom_id")),
+     r"table 'bond': parents column 'atom_id' is missing from bond.csv"),
+    (_bad(lambda s: s["target"].update(label="label")), r"table 'm': label column 'label' is missing"),
+    (_bad(lambda s: s.pop("tables")), r"missing field 'tables'"),
+    (_bad(lambda s: s["tables"]["m"].pop("key")), r"table 'atom' parents\[0\]: table 'm' has no key"),
+    (_bad(atom="aid,mid,el,q\nx1,a,c,0.1\nx1,a,o,-0.2\n"),
+     r"table 'atom': duplicate key 'x1' in column 'aid', rows 1 and 2 \(lines 2 and 3\)"),
+    (_bad(bond="aid,t\nx1,7\nx9,1\n"),
+     r"table 'bond': column 'aid', row 2 \(line 3\): unknown parent key 'x9' \(not a key of table 'atom'\)"),
+    (_bad(atom="aid,mid,el,q\nx1,a,c\n"), r"table 'atom': atom.csv line 2 has 3 cells, the header 4"),
+    (_bad(atom="aid,mid,el,q\n,a,c,1\n"), r"table 'atom': key column 'aid' is empty in row 1"),
+    (_bad(lambda s: s["tables"]["atom"].update(time="el")),
+     r"table 'atom': time column 'el', row 1 \(line 2\): 'c' is neither a number nor an ISO date"),
+]
+
+
+@pytest.mark.parametrize(("case", "message"), BAD, ids=[m[:40] for _, m in BAD])
+def test_bad_schemas_and_tables(tmp_path, case, message):
+    schema, tables = case
+    path = write(tmp_path, schema, **tables)
+    with pytest.raises(ValueError, match=message):
+        load_schema(path)
+
+
+def test_not_json(tmp_path):
+    (tmp_path / "schema.json").write_text("{nope")
+    with pytest.raises(ValueError, match=r"schema\.json: not valid JSON"):
+        load_schema(tmp_path / "schema.json")
+    with pytest.raises(ValueError, match="does not exist"):
+        load_schema(write(tmp_path, GOOD, m=M, atom=ATOM))
