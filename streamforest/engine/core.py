@@ -156,7 +156,8 @@ class Engine:
         feedback records (or the one ``error`` record of a refused message); then the republication follows,
         predictions then encodings, each in :class:`~streamforest.engine.records.RecordBatch` es of at most
         ``chunk_size`` samples, predicted and encoded as they are read, so that memory holds one chunk at a time.
-        A republication reads the committed state of its own message, which later messages never write into.
+        A republication reads the committed state of its own message: later messages only append samples and
+        replace column arrays, so the rows and values it reads stay those of its model version.
         ``size`` is the message's length in bytes when ``raw`` is only its beginning (a source that did not read
         an over-long line whole).
         """
