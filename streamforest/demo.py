@@ -64,7 +64,7 @@ def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
         config = EngineConfig(forest={"policy": policy, "random_state": seed},
                               encoding="paths" if policy == "challenger" else "none")
         run(str(out / "input.jsonl"), str(target), config)
-        feedback = _read(target / "feedback.jsonl")
+        feedback = [r for r in _read(target / "feedback.jsonl") if r.get("status") == "grown"]
         preds = _read(target / "predictions.jsonl")
         classes = sorted(next(iter(preds))["proba"]) if preds else ["1"]
         results[policy] = (feedback, _test_auc(preds, data.y, test, classes))

@@ -194,7 +194,11 @@ class EngineClient:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             for r in self._take(self.transport.receive(min(1.0, self.timeout))):
-                if r["type"] == "feedback" and r["stream"] == stream and r["feature"] == name:
+                if r["type"] != "feedback" or r["stream"] != stream:
+                    continue
+                if r.get("status") == "waiting" and name in r["features"]:
+                    raise ValueError(f"the engine cannot start stream {stream!r}: {r['reason']}")
+                if r.get("feature") == name:
                     return r
         raise TimeoutError(f"no feedback for feature {name!r} within {self.timeout} s")
 
