@@ -39,6 +39,9 @@ PUBLISH_POLICIES = ("unlabelled", "all", "none")
 #: Samples per republication batch: a few MB of records with hundreds of trees, and large enough that the
 #: per-batch costs (a numba call, a file write) are spread over thousands of records.
 CHUNK_SIZE = 4096
+#: Most encoding entries per batch (about 25 bytes each, as arrays and as JSON): paths encodings of deep forests
+#: hold thousands of entries per sample, so their batches have fewer samples.
+CHUNK_ENTRIES = 2**21
 ENCODINGS = ("leaves", "paths", "none")
 #: Widest hashed encoding a config accepts: CSR indices of 32 bits, what downstream sparse libraries expect.
 MAX_N_COMPONENTS = 2**31 - 1
@@ -466,11 +469,15 @@ class Engine:
                                                          forest.predict_proba(X))
         if self.config.encoding == "none":
             return
+        leaves = self.config.encoding == "leaves"
+        # Entries per sample: one per tree for leaves, at most one per level of each tree for paths (32 levels
+        # assumed when the depth is not bounded).
+        per_sample = forest.n_trees_ * (1 if leaves else (forest.max_depth or 32) + 1)
         seconds = 0.0
-        for ids, X in chunks(self.chunk_size):
+        for ids, X in chunks(max(1, min(self.chunk_size, CHUNK_ENTRIES // max(per_sample, 1)))):
             start = time.perf_counter()
             E = forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
-                              leaves_only=self.config.encoding == "leaves")
+                              leaves_only=leaves)
             seconds += time.perf_counter() - start
             yield records.RecordBatch.of_encodings(st.name, ids, version, E)
         self.metrics.encoding_seconds.observe(seconds)

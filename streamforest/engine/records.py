@@ -249,7 +249,7 @@ class RecordBatch(Sequence[dict[str, Any]]):
             unit = bool((E.data == 1).all())
             segments = [*head[:2], head[2] + b',"dim":%d,"indices":[' % E.shape[1], b'],"values":[', b"]}\n"]
             return render.render(segments, self.ids, E.indptr, E.indices, E.indptr, [b""],
-                                 None if unit else E.data.astype(np.float64))
+                                 None if unit else E.data, distinct=True)
         if self._build is values:
             (predicted,) = self._arrays
             segments = [*head[:2], head[2] + b',"value":', b"", b"}\n"]

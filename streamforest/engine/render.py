@@ -45,18 +45,37 @@ def id_texts(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return texts([escaped(s) for s in ids])
 
 
-def float_table(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each distinct value's orjson text (buffer, offsets) and every value's index into them.
+def float_texts(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The orjson text of every value (buffer, offsets), from one ``orjson.dumps`` of them all: the text of a
+    number holds no comma, so the list's commas are the boundaries."""
+    whole = np.frombuffer(orjson.dumps(values.tolist()), dtype=np.uint8)[1:-1]
+    offsets = np.empty(values.size + 1, dtype=np.int64)
+    offsets[0], offsets[-1] = 0, whole.size + 1
+    offsets[1:-1] = np.flatnonzero(whole == ord(",")) + 1
+    # Each offset but the first points past a comma: drop the commas by shifting each text's start.
+    buf = np.delete(whole, offsets[1:-1] - 1) if values.size > 1 else whole
+    offsets -= np.arange(values.size + 1)
+    offsets[0] = 0
+    return buf, offsets
 
-    Values are told apart by their bits, so ``-0.0`` and ``0.0`` keep their own texts.
+
+def float_table(values: np.ndarray, distinct: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Texts of ``values`` (buffer, offsets) and every value's index into them.
+
+    ``distinct``: one text per distinct value (told apart by their bits, so ``-0.0`` and ``0.0`` keep their own
+    texts), for values that repeat, like an encoding's; else one text per value.
     """
-    bits = np.ascontiguousarray(values, dtype=np.float64).reshape(-1).view(np.uint64)
+    values = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    if not distinct:
+        buf, off = float_texts(values)
+        return buf, off, np.arange(values.size, dtype=np.int64)
+    bits = values.view(np.uint64)
     # Encodings are mostly 1.0 (a node visited once): text 0, and only the other values are sorted.
     one = bits == np.float64(1.0).view(np.uint64)
-    distinct, rest = np.unique(bits[~one], return_inverse=True)
+    uniq, rest = np.unique(bits[~one], return_inverse=True)
     index = np.zeros(bits.size, dtype=np.int64)
     index[~one] = rest.reshape(-1) + 1
-    buf, off = texts([orjson.dumps(v) for v in [1.0, *distinct.view(np.float64).tolist()]])
+    buf, off = float_texts(np.concatenate([[1.0], uniq.view(np.float64)]))
     return buf, off, index
 
 
@@ -68,6 +87,28 @@ def _put(out, pos, src, a, b) -> int:
     return pos
 
 
+@njit(inline="always")
+def _put_int(out, pos, v) -> int:
+    """Write integer ``v`` in decimal; returns where it ends."""
+    if v < 0:
+        out[pos] = 45  # "-"
+        pos += 1
+        v = -v
+    u = np.uint64(v)
+    n = 1
+    bound = np.uint64(10)
+    while n < 20 and u >= bound:
+        n += 1
+        bound *= np.uint64(10)
+    q = pos + n - 1
+    ten = np.uint64(10)
+    while q >= pos:
+        out[q] = np.uint8(48 + u % ten)  # division by a constant: a multiplication, not a division
+        u //= ten
+        q -= 1
+    return pos + n
+
+
 @njit(cache=True)
 def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, out,
             ends):
@@ -76,7 +117,6 @@ def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, tabl
     One pass on one thread: it is memory-bound, and on a busy machine a parallel region waits for its threads.
     """
     n_names = names_off.shape[0] - 1
-    digits = np.empty(24, dtype=np.uint8)
     pos = 0
     for i in range(ids_off.shape[0] - 1):
         pos = _put(out, pos, seg, seg_off[0], seg_off[1])
@@ -88,29 +128,15 @@ def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, tabl
             if q > iptr[i]:
                 out[pos] = 44  # ","
                 pos += 1
-            v = np.int64(ints[q])
-            if v < 0:
-                out[pos] = 45  # "-"
-                pos += 1
-                v = -v
-            n = 0
-            while True:
-                digits[n] = 48 + v % 10
-                v //= 10
-                n += 1
-                if v == 0:
-                    break
-            for d in range(n):
-                out[pos + d] = digits[n - 1 - d]
-            pos += n
+            pos = _put_int(out, pos, np.int64(ints[q]))
         pos = _put(out, pos, seg, seg_off[3], seg_off[4])
+        c = 0
         for q in range(fptr[i], fptr[i + 1]):
-            k = q - fptr[i]
-            if k > 0:
+            if q > fptr[i]:
                 out[pos] = 44
                 pos += 1
-            c = k % n_names
             pos = _put(out, pos, names, names_off[c], names_off[c + 1])
+            c = c + 1 if c + 1 < n_names else 0
             t = 0 if single else index[q]
             pos = _put(out, pos, table, table_off[t], table_off[t + 1])
         pos = _put(out, pos, seg, seg_off[4], seg_off[5])
@@ -118,11 +144,12 @@ def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, tabl
 
 
 def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.ndarray, fptr: np.ndarray,
-           names: list[bytes], floats: np.ndarray | None) -> tuple[bytes, np.ndarray]:
+           names: list[bytes], floats: np.ndarray | None, distinct: bool = False) -> tuple[bytes, np.ndarray]:
     """The lines (one bytes) and where each ends (``len(ids) + 1`` offsets, from 0).
 
     Line ``i`` holds ``ints[iptr[i]:iptr[i + 1]]`` and ``floats[fptr[i]:fptr[i + 1]]`` (``floats`` None: every
-    float is ``1.0``); the ``k``-th float of a line is preceded by ``names[k % len(names)]``.
+    float is ``1.0``); the ``k``-th float of a line is preceded by ``names[k % len(names)]``. ``distinct``: the
+    floats repeat (they are written from a table of their distinct values).
     """
     if len(segments) != 5:
         raise ValueError(f"a line has 5 segments, got {len(segments)}")
@@ -133,7 +160,7 @@ def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.nda
         table, table_off = texts([orjson.dumps(1.0)])
         index, single = np.zeros(0, dtype=np.int64), True
     else:
-        table, table_off, index = float_table(floats)
+        table, table_off, index = float_table(floats, distinct=distinct)
         single = False
     m = len(ids)
     iptr = np.ascontiguousarray(iptr, dtype=np.int64)

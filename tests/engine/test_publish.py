@@ -159,3 +159,24 @@ def test_a_crash_in_the_middle_of_a_republication_replays_the_message(tmp_path, 
         if name == "feedback.jsonl":
             got, want = ([untimed([orjson.loads(x)]) for x in b.splitlines()] for b in (got, want))
         assert got == want, name
+
+
+def test_paths_encodings_come_in_batches_of_bounded_entries(monkeypatch):
+    import streamforest.engine.core as core
+
+    msgs = [dumps(m) for m in toy_messages()]
+    plain = make("paths-weighted-all", CHUNK_SIZE)
+    expected = [lines(plain.process(m)) for m in msgs]
+    monkeypatch.setattr(core, "CHUNK_ENTRIES", 200)
+    e = make("paths-weighted-all", CHUNK_SIZE)
+    got, sizes = [], []
+    for m in msgs:
+        out = []
+        for batch in e.process_batches(m):
+            if isinstance(batch, RecordBatch) and batch.type == "encoding":
+                sizes.append(len(batch))
+                assert sum(len(r["indices"]) for r in batch) <= 200
+            out += batch
+        got.append(lines(out))
+    assert got == expected
+    assert sizes and max(sizes) < 50, "fewer samples per batch than the publish set"
