@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from streamforest.connectors.kafka import cli as kafka_cli
+
 EXAMPLES = """\
 examples:
   streamforest produce data.csv --target class --stream s1 > messages.jsonl
@@ -166,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", default="diabetes_37.csv", help="a CSV bundled with the package")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
+
+    kafka_cli.register(sub)
     return ap
 
 
