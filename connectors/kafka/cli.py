@@ -113,8 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics=Topics(input=args.input_topic, prefix=args.topic_prefix), guarantee=args.guarantee,
         commit_interval=args.commit_interval, commit_every=args.commit_every, state_interval=args.state_interval,
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
-        exit_when_idle=args.exit_when_idle, session_timeout_ms=int(args.session_timeout * 1000),
-        client=_client_settings(args))
+        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
+        session_timeout_ms=int(args.session_timeout * 1000), client=_client_settings(args))
     worker = Worker(config, _engine_config(args))
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -236,6 +236,8 @@ def register(subparsers: Any) -> None:
                    help="create missing topics (outputs and changelog with the input's partitions; compaction "
                         "for predictions, encodings and state)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of topics created when the input is too")
+    p.add_argument("--instance-id", help="static group membership: a restarted worker with the same id takes its "
+                                         "place at once (e.g. the pod name); ids must differ between workers")
     p.add_argument("--session-timeout", type=float, default=10.0,
                    help="seconds without heartbeat before the group gives a dead worker's partitions away")
     p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",

@@ -78,6 +78,9 @@ class WorkerConfig:
         Create missing topics (input partitions for outputs and changelog; compaction where it belongs).
     exit_when_idle
         Stop cleanly after this many seconds with nothing consumed (``None``: run until signalled).
+    instance_id
+        Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
+        once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).
     client
         Extra kafka-python settings for every client (``security_protocol``, SASL, SSL files...).
     """
@@ -95,6 +98,7 @@ class WorkerConfig:
     exit_when_idle: float | None = None
     max_poll_records: int = 100
     session_timeout_ms: int = 10_000
+    instance_id: str | None = None
     compression_type: str | None = "lz4"
     client: dict[str, Any] = field(default_factory=dict)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -126,7 +127,8 @@ def test_sigkill_and_restart(broker, reference, guarantee):
     lines, (want, want_errors), want_streams = reference
     prefix = f"kill-{guarantee}"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
-    args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "1")
+    args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "1", "--instance-id", "w1")
+    logs = []
     for when in ("joined group", 1.0, 2.5):
         w = WorkerProcess(broker.bootstrap, prefix, *args)
         if isinstance(when, str):
@@ -135,7 +137,10 @@ def test_sigkill_and_restart(broker, reference, guarantee):
             w.wait_for("restored")
             time.sleep(when)
         w.kill()
-    _run_to_end(broker.bootstrap, prefix, *args)
+        logs += w.lines
+    logs += _run_to_end(broker.bootstrap, prefix, *args).lines
+    # The restarts did restore state from the changelog (not only replay the input from the start).
+    assert any(re.search(r"restored [1-9]\d* streams", line) for line in logs), "\n".join(logs)
     got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
     assert sorted(got) == sorted(want)
     for key in want:
@@ -149,18 +154,22 @@ def test_sigkill_and_restart(broker, reference, guarantee):
 
 
 def test_two_workers_one_killed(broker, reference):
+    """Two workers share the partitions (the first hands some over in a cooperative rebalance); the first is
+    killed mid-run and restarted; the records are those of one uninterrupted run."""
     lines, (want, _), want_streams = reference
     prefix = "scale"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
-    args = ("--commit-interval", "0.3", "--state-interval", "1")
-    first = WorkerProcess(broker.bootstrap, prefix, *args)
+    args = ("--commit-interval", "0.3", "--state-interval", "1", "--exit-when-idle", "8")
+    first = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
     first.wait_for("restored")
-    second = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "8", *args)
+    second = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w2", *args)
     second.wait_for("restored")
-    first.wait_for("revoked")  # cooperative rebalance: the first hands partitions over
+    first.wait_for("revoked: state handed over")
     time.sleep(1.0)
     first.kill()
+    again = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
     assert second.wait() == 0, second.log()
+    assert again.wait() == 0, again.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
         assert got[key] == want[key], key
@@ -181,7 +190,7 @@ def test_broker_restart_mid_run(broker, reference):
     prefix = "restart"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
     w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
-                      "--state-interval", "1")
+                      "--state-interval", "1", "--instance-id", "w1")
     w.wait_for("restored")
     time.sleep(1.5)
     broker.stop()
