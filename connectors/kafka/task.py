@@ -124,6 +124,8 @@ class PartitionTask:
                 n += self._send(self._tombstones(dropped))
             self._streams = dict(self.engine.streams)
         self.position = msg.offset + 1
+        if replaying and self.position == self.replay_until:
+            log.info("partition %d: replay caught up at offset %d", self.partition, self.position)
         return n
 
     def _tombstones(self, dropped: list[StreamState]) -> list[KafkaRecord]:
