@@ -71,9 +71,9 @@ class WorkerConfig:
     commit_interval, commit_every
         A checkpoint every ``commit_interval`` seconds or ``commit_every`` messages, whichever comes first.
     state_interval
-        The changed streams' state is written to the changelog at most every this many seconds (and always on
-        revoke and shutdown); between state snapshots a restarted partition replays the input from the snapshot,
-        republishing nothing already committed.
+        The changed streams' state is written to the changelog once the engine has worked this many seconds on
+        the partition since the last snapshot (and always on revoke and shutdown): a restarted partition replays
+        the input from the snapshot (republishing nothing already committed), so this bounds the replay.
     create_topics
         Create missing topics (input partitions for outputs and changelog; compaction where it belongs).
     exit_when_idle
@@ -91,7 +91,7 @@ class WorkerConfig:
     guarantee: str = "exactly-once"
     commit_interval: float = 1.0
     commit_every: int = 1000
-    state_interval: float = 10.0
+    state_interval: float = 3.0
     state_chunk_bytes: int = DEFAULT_STATE_CHUNK_BYTES
     create_topics: bool = False
     partitions: int = 4

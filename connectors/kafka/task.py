@@ -56,7 +56,8 @@ class PartitionTask:
         self.committed_position: int | None = None
         #: Messages before this offset are replayed into the state without republishing.
         self.replay_until = 0
-        self.last_state = time.monotonic()
+        #: Engine seconds spent since the last state snapshot: what a restart would replay.
+        self.work_since_state = 0.0
         self._streams: dict[str, StreamState] = {}
 
     # ------------------------------------------------------------------ start
@@ -95,7 +96,7 @@ class PartitionTask:
         consumer.seek(self.tp, start)
         self._streams = dict(self.engine.streams)
         self.engine.dirty.clear()
-        self.last_state = time.monotonic()
+        self.work_since_state = 0.0
         seconds = time.perf_counter() - begun
         self.metrics.restore_seconds.observe(seconds)
         log.info("partition %d: restored %d streams covering offset %d in %.2f s; replaying %d messages up to "
@@ -117,7 +118,9 @@ class PartitionTask:
         for batch in engine_batches(self.engine, raw, f"{msg.topic}:{msg.partition}:{msg.offset}"):
             if not replaying:
                 n += self._send([output(self.config.topics, r, origin) for r in batch])
-        self.metrics.process_seconds.labels(self.engine_metrics.last_kind).observe(time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        self.work_since_state += elapsed
+        self.metrics.process_seconds.labels(self.engine_metrics.last_kind).observe(elapsed)
         if len(self.engine.streams) != len(self._streams):
             dropped = [st for name, st in self._streams.items() if name not in self.engine.streams]
             if dropped and not replaying:
@@ -154,7 +157,7 @@ class PartitionTask:
         if self.position is None:
             return False
         state_due = bool(self.engine.dirty) and (
-            force_state or time.monotonic() - self.last_state >= self.config.state_interval)
+            force_state or self.work_since_state >= self.config.state_interval)
         if self.position == self.committed_position and not state_due and not self.in_transaction:
             return False
         offsets = {self.tp: OffsetAndMetadata(self.position, "", -1)}
@@ -181,7 +184,7 @@ class PartitionTask:
         written = self.changelog.write(self.producer, self.engine.streams, self.engine.dirty, self.position,
                                        self.config.topics.input)
         self.engine.dirty.clear()
-        self.last_state = time.monotonic()
+        self.work_since_state = 0.0
         self.metrics.state_bytes.labels(str(self.partition)).set(written)
 
     # ------------------------------------------------------------------ stop
