@@ -156,17 +156,29 @@ class Changelog:
         streams = {}
         for name, entry in manifest["streams"].items():
             offsets = entry["offsets"]
-            wanted = set(offsets)
-            pieces = {rec.offset: rec.value for rec in self._read(consumer, offsets[0], offsets[-1] + 1)
-                      if rec.offset in wanted}
+            pieces = self._collect(consumer, offsets)
             if len(pieces) != len(offsets):
                 raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r} lost chunks "
-                                 f"{sorted(wanted - set(pieces))} of its snapshot")
+                                 f"{sorted(set(offsets) - set(pieces))} of its snapshot")
             data = b"".join(pieces[o] for o in offsets)
             if hashlib.blake2b(data, digest_size=16).hexdigest() != entry["blake2b"]:
                 raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r}: snapshot checksum mismatch")
             streams[name] = read_snapshot(data)
         return streams
+
+    def _collect(self, consumer: KafkaConsumer, offsets: list[int], attempts: int = 5) -> dict[int, bytes]:
+        """The values at ``offsets``; a read cut short (a fetch issued before a seek can move the position past
+        the range) is retried for what is still missing."""
+        got: dict[int, bytes] = {}
+        for _ in range(attempts):
+            missing = sorted(set(offsets) - set(got))
+            if not missing:
+                break
+            wanted = set(missing)
+            for rec in self._read(consumer, missing[0], missing[-1] + 1):
+                if rec.offset in wanted:
+                    got[rec.offset] = rec.value
+        return got
 
     def _read(self, consumer: KafkaConsumer, lo: int, hi: int) -> Iterator[Any]:
         """Committed records of offsets [lo, hi) (aborted ones and transaction markers are skipped)."""
@@ -179,4 +191,5 @@ class Changelog:
             for rec in consumer.poll(timeout_ms=500).get(self.tp, []):
                 if rec.offset >= hi:
                     return
-                yield rec
+                if rec.offset >= lo:
+                    yield rec

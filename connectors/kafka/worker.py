@@ -161,7 +161,7 @@ class Worker:
                                  shared_producer=self.producer)
             try:
                 task.start(self.consumer)
-            except (KafkaError, TimeoutError, OSError) as exc:
+            except (KafkaError, TimeoutError, OSError, ValueError) as exc:
                 log.warning("partition %d: start failed (%s): retrying in %.0f s", p, exc, RETRY_SECONDS)
                 task.close(abort=True)
                 self.pending[p] = now + RETRY_SECONDS

@@ -127,9 +127,9 @@ def test_sigkill_and_restart(broker, reference, guarantee):
     lines, (want, want_errors), want_streams = reference
     prefix = f"kill-{guarantee}"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
-    args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "1", "--instance-id", "w1")
+    args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "0.2", "--instance-id", "w1")
     logs = []
-    for when in ("joined group", 1.0, 2.5):
+    for when in ("joined group", 2.0, 4.0):
         w = WorkerProcess(broker.bootstrap, prefix, *args)
         if isinstance(when, str):
             w.wait_for(when)
@@ -159,7 +159,7 @@ def test_two_workers_one_killed(broker, reference):
     lines, (want, _), want_streams = reference
     prefix = "scale"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
-    args = ("--commit-interval", "0.3", "--state-interval", "1", "--exit-when-idle", "8")
+    args = ("--commit-interval", "0.3", "--state-interval", "0.2", "--exit-when-idle", "8")
     first = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
     first.wait_for("restored")
     second = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w2", *args)
@@ -190,7 +190,7 @@ def test_broker_restart_mid_run(broker, reference):
     prefix = "restart"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
     w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
-                      "--state-interval", "1", "--instance-id", "w1")
+                      "--state-interval", "0.2", "--instance-id", "w1")
     w.wait_for("restored")
     time.sleep(1.5)
     broker.stop()
