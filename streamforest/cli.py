@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 
+from streamforest.connectors.kafka import cli as kafka_cli
+
 EXAMPLES = """\
 examples:
   streamforest produce data.csv --target class --stream s1 > messages.jsonl
@@ -254,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     from streamforest.relational.cli import register as register_relational
 
     register_relational(sub)
+
+    kafka_cli.register(sub)
     return ap
 
 

@@ -33,7 +33,8 @@ def test_there_are_examples_to_run():
 
 
 def test_every_streamforest_command_parses(capsys):
-    commands = [line.split("#")[0].split(">")[0].strip() for block in blocks("sh") for line in block.splitlines()]
+    text = "\n".join(blocks("sh")).replace("\\\n", " ")  # continued lines joined
+    commands = [part.split(">")[0].strip() for line in text.splitlines() for part in line.split("#")[0].split("|")]
     commands = [c for c in commands if c.startswith("streamforest ")]
     assert len(commands) >= 5
     for command in commands:

@@ -29,8 +29,6 @@ class EngineMetrics:
                                           "Generations dropped by pruning or merged away", registry=r)
         self.trees_alive = Gauge("streamforest_trees_alive", "Trees alive, by stream", ["stream"], registry=r)
         self.samples_per_stream = Gauge("streamforest_samples", "Samples known, by stream", ["stream"], registry=r)
-        self.consumer_lag = Gauge("streamforest_consumer_lag_records", "Records not yet consumed",
-                                  ["partition"], registry=r)
         self.training_seconds = Histogram("streamforest_training_seconds", "Time spent growing trees",
                                           buckets=SECONDS_BUCKETS, registry=r)
         self.encoding_seconds = Histogram("streamforest_encoding_seconds", "Time spent encoding samples",

@@ -1,0 +1,270 @@
+"""``streamforest kafka run|produce|tail``: the worker, a JSONL producer and a readable topic tail.
+
+Every option can also come from the environment as ``STREAMFOREST_<OPTION>`` (``--bootstrap-servers`` ->
+``STREAMFOREST_BOOTSTRAP_SERVERS``; flags take ``1``/``true``/``yes``; a repeatable option takes values separated by
+whitespace); the command line wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+import orjson
+
+ENV_PREFIX = "STREAMFOREST_"
+TRUE = ("1", "true", "yes", "on")
+
+
+def _add_engine_options(p: argparse.ArgumentParser) -> None:
+    """The engine options of ``streamforest run`` (the shared helper when this branch has it)."""
+    try:
+        from streamforest.cli import add_engine_options
+    except ImportError:
+        pass
+    else:
+        add_engine_options(p)
+        return
+    p.add_argument("--seed", type=int, default=0, help="the forests' random_state")
+    p.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
+                   help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable)")
+    p.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
+                   help="which samples get predictions/encodings after each model change")
+    p.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
+                   help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
+    p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
+    p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
+
+
+def _engine_config(args: argparse.Namespace) -> Any:
+    try:
+        from streamforest.cli import engine_config
+    except ImportError:
+        from streamforest.cli import _engine_config as engine_config
+    return engine_config(args)
+
+
+def _add_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-servers", default="localhost:9092", help="host:port[,host:port...] of the brokers")
+    p.add_argument("--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+                   help="passed to kafka-python")
+    p.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI, OAUTHBEARER")
+    p.add_argument("--sasl-plain-username")
+    p.add_argument("--sasl-plain-password")
+    p.add_argument("--ssl-cafile")
+    p.add_argument("--ssl-certfile")
+    p.add_argument("--ssl-keyfile")
+    p.add_argument("--ssl-password")
+
+
+def _client_settings(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
+             "ssl_certfile", "ssl_keyfile", "ssl_password")
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def _env_defaults(p: argparse.ArgumentParser) -> None:
+    """Defaults from ``STREAMFOREST_<DEST>``, converted like the command line would; a bad value is reported when
+    the command runs (``env_errors``), not while every command's parser is built."""
+    errors = []
+    for action in p._actions:
+        if not action.option_strings or action.dest == "help":
+            continue
+        raw = os.environ.get(ENV_PREFIX + action.dest.upper())
+        if raw is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            value: Any = raw.strip().lower() in TRUE
+        elif isinstance(action, argparse._AppendAction):
+            value = raw.split()
+        else:
+            try:
+                value = action.type(raw) if action.type else raw
+            except ValueError:
+                errors.append(f"{ENV_PREFIX}{action.dest.upper()}={raw!r} is not a valid {action.type.__name__}")
+                continue
+            if action.choices is not None and value not in action.choices:
+                errors.append(f"{ENV_PREFIX}{action.dest.upper()}={raw!r}: expected one of {list(action.choices)}")
+                continue
+        p.set_defaults(**{action.dest: value})
+        action.required = False
+    p.set_defaults(env_errors=errors)
+
+
+def _check_env(args: argparse.Namespace) -> None:
+    if getattr(args, "env_errors", None):
+        raise ValueError("; ".join(args.env_errors))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _check_env(args)
+    from streamforest.connectors.kafka.config import Topics, WorkerConfig
+    from streamforest.connectors.kafka.worker import Worker
+
+    logging.basicConfig(level=getattr(logging, args.log_level), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(max(logging.WARNING, getattr(logging, args.log_level)))
+    config = WorkerConfig(
+        bootstrap_servers=args.bootstrap_servers, group_id=args.group_id,
+        topics=Topics(input=args.input_topic, prefix=args.topic_prefix), guarantee=args.guarantee,
+        commit_interval=args.commit_interval, commit_every=args.commit_every, state_interval=args.state_interval,
+        state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
+        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
+        session_timeout_ms=int(args.session_timeout * 1000), client=_client_settings(args))
+    worker = Worker(config, _engine_config(args))
+    if args.metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=args.metrics_host, registry=worker.metrics.registry)
+    worker.run()
+    return 0
+
+
+def cmd_produce(args: argparse.Namespace) -> int:
+    """Send JSONL messages (a file, or ``-`` for ``streamforest produce`` piped in) keyed by their stream."""
+    _check_env(args)
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, enable_idempotence=True, acks="all",
+                             linger_ms=20, **_client_settings(args))
+    fh = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
+    n = 0
+    try:
+        for line in fh:
+            line = line.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            producer.send(args.topic, key=message_key(line), value=line)
+            n += 1
+        producer.flush()
+    finally:
+        if fh is not sys.stdin.buffer:
+            fh.close()
+        producer.close()
+    print(f"sent {n} messages to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def message_key(line: bytes) -> bytes | None:
+    """The Kafka key of an input message: its stream id (``None`` when it has none: the worker dead-letters it).
+
+    Examples
+    --------
+    >>> message_key(b'{"v": 1, "type": "samples", "stream": "s1", "samples": []}')
+    b's1'
+    >>> message_key(b"not json") is None
+    True
+    """
+    try:
+        stream = orjson.loads(line).get("stream")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return stream.encode("utf-8") if isinstance(stream, str) else None
+
+
+def cmd_tail(args: argparse.Namespace) -> int:
+    """Print a topic's committed records: ``partition:offset key [headers] value``."""
+    _check_env(args)
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=args.bootstrap_servers, isolation_level="read_committed",
+                      enable_auto_commit=False, **_client_settings(args))
+    try:
+        parts = c.partitions_for_topic(args.topic)
+        if not parts:
+            print(f"streamforest kafka tail: no topic {args.topic}", file=sys.stderr)
+            return 1
+        tps = [TopicPartition(args.topic, p) for p in sorted(parts)]
+        c.assign(tps)
+        if args.from_beginning:
+            c.seek_to_beginning(*tps)
+        out = sys.stdout
+        last = time.monotonic()
+        shown = 0
+        while args.idle_timeout is None or time.monotonic() - last < args.idle_timeout:
+            for recs in c.poll(timeout_ms=200).values():
+                last = time.monotonic()
+                for r in recs:
+                    key = r.key.decode("utf-8", "replace") if r.key is not None else "-"
+                    value = "(tombstone)" if r.value is None else _text(r.value)
+                    headers = " ".join(f"{k}={v.decode('utf-8', 'replace')}" for k, v in r.headers or [])
+                    out.write(f"{r.partition}:{r.offset} {key} {('[' + headers + '] ') if headers else ''}{value}\n")
+                    shown += 1
+                    if args.max_records is not None and shown >= args.max_records:
+                        return 0
+            out.flush()
+    finally:
+        c.close()
+    return 0
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"<{len(value)} bytes, binary>"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``kafka`` command group to ``streamforest``'s subparsers."""
+    group = subparsers.add_parser("kafka", help="run the engine as a Kafka application; produce to and tail topics",
+                                  description="The engine as a Kafka consumer-group application. Every option can "
+                                              "also be set as STREAMFOREST_<OPTION> in the environment.")
+    sub = group.add_subparsers(dest="kafka_command", required=True)
+
+    p = sub.add_parser("run", help="consume the input topic, learn, produce predictions/encodings/feedback/errors",
+                       description="Consume the input topic in a consumer group (one engine per partition), "
+                                   "produce the records to <prefix>.predictions|encodings|feedback|errors, checkpoint "
+                                   "each partition's state to the compacted <prefix>.state. SIGTERM/SIGINT: finish "
+                                   "the message in hand, commit, leave the group.")
+    _add_connection_options(p)
+    p.add_argument("--group-id", default="streamforest", help="consumer group of the workers")
+    p.add_argument("--input-topic", default="streamforest.input")
+    p.add_argument("--topic-prefix", default="streamforest", help="outputs and changelog are <prefix>.<name>")
+    p.add_argument("--guarantee", choices=("exactly-once", "at-least-once"), default="exactly-once")
+    p.add_argument("--commit-interval", type=float, default=1.0, help="seconds between commits")
+    p.add_argument("--commit-every", type=int, default=1000, help="messages between commits (whichever first)")
+    p.add_argument("--state-interval", type=float, default=3.0,
+                   help="snapshot the changed streams' state after this many seconds of engine work on a partition "
+                        "(bounds the replay after a crash; always on revoke and shutdown)")
+    p.add_argument("--state-chunk-bytes", type=int, default=512 * 1024,
+                   help="state snapshots are cut in records of at most this size (under the broker's limit)")
+    p.add_argument("--create-topics", action="store_true",
+                   help="create missing topics (outputs and changelog with the input's partitions; compaction "
+                        "for predictions, encodings and state)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of topics created when the input is too")
+    p.add_argument("--instance-id", help="static group membership: a restarted worker with the same id takes its "
+                                         "place at once (e.g. the pod name); ids must differ between workers")
+    p.add_argument("--session-timeout", type=float, default=10.0,
+                   help="seconds without heartbeat before the group gives a dead worker's partitions away")
+    p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
+                   help="stop cleanly after this long with nothing consumed")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
+    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
+    _add_engine_options(p)
+    _env_defaults(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("produce", help="send JSONL messages to the input topic, keyed by stream",
+                       description="Send one message per line of FILE (or stdin: pipe `streamforest produce` in) "
+                                   "to the topic, keyed by its stream id.")
+    p.add_argument("file", help="JSONL file, or - for stdin")
+    _add_connection_options(p)
+    p.add_argument("--topic", default="streamforest.input")
+    _env_defaults(p)
+    p.set_defaults(func=cmd_produce)
+
+    p = sub.add_parser("tail", help="print a topic's committed records readably",
+                       description="Print the committed records of a topic: partition:offset key [headers] value.")
+    p.add_argument("topic")
+    _add_connection_options(p)
+    p.add_argument("--from-beginning", action="store_true", help="start at the oldest record (default: the end)")
+    p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without records")
+    p.add_argument("--max-records", type=int, help="stop after printing this many records")
+    _env_defaults(p)
+    p.set_defaults(func=cmd_tail)

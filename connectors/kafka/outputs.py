@@ -1,0 +1,82 @@
+"""Engine records as Kafka records: topic, key, value, headers; dead letters in the style of KIP-1034."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import orjson
+
+from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics
+
+#: Above this an output record is not sent: it becomes a dead letter saying so (the broker would refuse it).
+MAX_RECORD_BYTES = 1_000_000
+
+
+class KafkaRecord(tuple):
+    """``(topic, key, value, headers)`` of one record to produce."""
+
+    __slots__ = ()
+
+    def __new__(cls, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]):
+        return super().__new__(cls, (topic, key, value, headers))
+
+
+class Origin(NamedTuple):
+    """Where an input message came from, and its bytes."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+
+
+def output(topics: Topics, record: dict[str, Any], origin: Origin) -> KafkaRecord:
+    """The Kafka record of one engine record made from the input message at ``origin``.
+
+    Examples
+    --------
+    >>> r = output(Topics(), {"v": 1, "type": "feedback", "key": "s", "model_version": 3},
+    ...            Origin("in", 0, 7, b"s", b"{}"))
+    >>> r[0], r[1], r[3]
+    ('streamforest.feedback', b's', [('streamforest.type', b'feedback'), ('streamforest.model_version', b'3')])
+    """
+    kind = record["type"]
+    if kind == "error":
+        return dead_letter(topics, origin.value, record["reason"], origin)
+    value = orjson.dumps(record)
+    if len(value) > MAX_RECORD_BYTES:
+        return dead_letter(topics, value, f"output {kind} record of {len(value)} bytes is over the "
+                                          f"{MAX_RECORD_BYTES}-byte record limit", origin)
+    headers = [("streamforest.type", kind.encode())]
+    if "model_version" in record:
+        headers.append(("streamforest.model_version", str(record["model_version"]).encode()))
+    return KafkaRecord(topics.output(kind), record["key"].encode("utf-8"), value, headers)
+
+
+def dead_letter(topics: Topics, original: bytes, reason: str, origin: Origin) -> KafkaRecord:
+    """The refused bytes (cut at :data:`~streamforest.connectors.kafka.config.DEAD_LETTER_CAP`) keyed like the
+    input, with KIP-1034 headers: exception, message, and the topic/partition/offset it came from.
+
+    Examples
+    --------
+    >>> r = dead_letter(Topics(), b"{oops", "not valid JSON", Origin("streamforest.input", 2, 41, b"s1", b"{oops"))
+    >>> r[0], r[1], r[2]
+    ('streamforest.errors', b's1', b'{oops')
+    >>> dict(r[3])["__streams.errors.offset"]
+    b'41'
+    """
+    topic, partition, offset, key, _ = origin
+    internal = reason.startswith("internal error:")
+    headers = [
+        ("__streams.errors.exception", b"InternalError" if internal else b"Refused"),
+        ("__streams.errors.message", reason.encode("utf-8")),
+        ("__streams.errors.topic", topic.encode("utf-8")),
+        ("__streams.errors.partition", str(partition).encode()),
+        ("__streams.errors.offset", str(offset).encode()),
+        ("streamforest.type", b"error"),
+    ]
+    if len(original) > DEAD_LETTER_CAP:
+        headers.append(("streamforest.original_bytes", str(len(original)).encode()))
+        original = original[:DEAD_LETTER_CAP]
+    return KafkaRecord(topics.errors, key, original, headers)

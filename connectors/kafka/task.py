@@ -1,0 +1,207 @@
+"""One input partition: its own pure engine, its producer, its changelog, and the checkpoint routine.
+
+A partition's streams live in one :class:`~streamforest.engine.core.Engine` so that its state can be checkpointed
+and handed to whichever worker gets the partition next. Starting a task restores the latest snapshot from the
+changelog (covering input offset ``S``) and the group's committed offset ``C``, seeks to ``S`` and replays: messages
+before ``C`` rebuild the state without republishing (their outputs were committed already), so the model after the
+replay is the one an uninterrupted run has, and no output is duplicated.
+
+Under exactly-once each partition has a transactional producer whose id is derived from the partition: the next
+owner's ``init_transactions`` fences the previous one and aborts whatever it left open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.changelog import Changelog
+from streamforest.connectors.kafka.config import WorkerConfig
+from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
+from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, output
+from streamforest.engine.core import Engine, EngineConfig
+from streamforest.engine.state import StreamState
+
+log = logging.getLogger("streamforest.kafka")
+
+
+def engine_batches(engine: Engine, raw: bytes, source: str) -> Iterator[list[dict[str, Any]]]:
+    """The one place the worker calls the engine: the records of one message, in batches to produce."""
+    yield engine.process(raw, source)
+
+
+class PartitionTask:
+    """The engine, producer and changelog of one assigned input partition."""
+
+    def __init__(self, config: WorkerConfig, engine_config: EngineConfig, partition: int,
+                 engine_metrics: KindEngineMetrics, metrics: WorkerMetrics,
+                 shared_producer: KafkaProducer | None = None) -> None:
+        self.config = config
+        self.partition = partition
+        self.tp = TopicPartition(config.topics.input, partition)
+        self.engine = Engine(engine_config, metrics=engine_metrics)
+        self.engine_metrics = engine_metrics
+        self.metrics = metrics
+        self.changelog = Changelog(config.topics.state, partition, config.state_chunk_bytes)
+        self.producer = shared_producer
+        self.owns_producer = shared_producer is None
+        self.in_transaction = False
+        #: Next input offset to consume (what a commit records); ``None`` before the task has started.
+        self.position: int | None = None
+        self.committed_position: int | None = None
+        #: Messages before this offset are replayed into the state without republishing.
+        self.replay_until = 0
+        #: Engine seconds spent since the last state snapshot: what a restart would replay.
+        self.work_since_state = 0.0
+        self._streams: dict[str, StreamState] = {}
+
+    # ------------------------------------------------------------------ start
+
+    def start(self, consumer: KafkaConsumer) -> None:
+        """Fence the previous owner, restore the state, seek to the offset it covers."""
+        begun = time.perf_counter()
+        if self.owns_producer:
+            self.producer = clients.producer(self.config, self.config.transactional_id(self.partition))
+            self.producer.init_transactions()
+        reader = clients.reader(self.config)
+        try:
+            self.engine.streams = self.changelog.restore(reader)
+        finally:
+            reader.close()
+        manifest = self.changelog.manifest
+        committed = consumer.committed(self.tp)
+        begin = consumer.beginning_offsets([self.tp])[self.tp]
+        end = consumer.end_offsets([self.tp])[self.tp]
+        start = manifest["offset"] if manifest else begin
+        if start < begin:
+            log.warning("partition %d: the state covers offset %d but the input starts at %d (retention?): "
+                        "messages in between are lost to the state", self.partition, start, begin)
+            start = begin
+        if start > end:
+            log.warning("partition %d: the state covers offset %d beyond the input's end %d (topic recreated?): "
+                        "keeping the state and reading the input from its beginning", self.partition, start, end)
+            start, committed = begin, None
+        if committed is not None and committed > end:
+            log.warning("partition %d: committed offset %d is beyond the input's end %d: ignored",
+                        self.partition, committed, end)
+            committed = None
+        self.replay_until = committed if committed is not None else start
+        self.position = start
+        self.committed_position = committed
+        consumer.seek(self.tp, start)
+        self._streams = dict(self.engine.streams)
+        self.engine.dirty.clear()
+        self.work_since_state = 0.0
+        seconds = time.perf_counter() - begun
+        self.metrics.restore_seconds.observe(seconds)
+        log.info("partition %d: restored %d streams covering offset %d in %.2f s; replaying %d messages up to "
+                 "committed offset %s", self.partition, len(self.engine.streams), start, seconds,
+                 max(0, self.replay_until - start), committed)
+
+    # ------------------------------------------------------------------ process
+
+    def process(self, msg: Any) -> int:
+        """Apply one input message and produce its records (none while replaying). Returns records produced."""
+        if self.config.exactly_once and not self.in_transaction:
+            self.producer.begin_transaction()
+            self.in_transaction = True
+        raw = msg.value if msg.value is not None else b""
+        origin = Origin(msg.topic, msg.partition, msg.offset, msg.key, raw)
+        replaying = msg.offset < self.replay_until
+        started = time.perf_counter()
+        n = 0
+        for batch in engine_batches(self.engine, raw, f"{msg.topic}:{msg.partition}:{msg.offset}"):
+            if not replaying:
+                n += self._send([output(self.config.topics, r, origin) for r in batch])
+        elapsed = time.perf_counter() - started
+        self.work_since_state += elapsed
+        self.metrics.process_seconds.labels(self.engine_metrics.last_kind).observe(elapsed)
+        if len(self.engine.streams) != len(self._streams):
+            dropped = [st for name, st in self._streams.items() if name not in self.engine.streams]
+            if dropped and not replaying:
+                n += self._send(self._tombstones(dropped))
+            self._streams = dict(self.engine.streams)
+        self.position = msg.offset + 1
+        if replaying and self.position == self.replay_until:
+            log.info("partition %d: replay caught up at offset %d", self.partition, self.position)
+        return n
+
+    def _tombstones(self, dropped: list[StreamState]) -> list[KafkaRecord]:
+        """A dropped stream's per-sample keys are deleted from the compacted outputs."""
+        topics = []
+        if self.engine.config.publish != "none":
+            topics.append(self.config.topics.output("prediction"))
+            if self.engine.config.encoding != "none":
+                topics.append(self.config.topics.output("encoding"))
+        return [KafkaRecord(t, f"{st.name}/{sid}".encode(), None, [("streamforest.type", b"tombstone")])
+                for st in dropped for t in topics for sid in st.ids]
+
+    def _send(self, records: list[KafkaRecord]) -> int:
+        for topic, key, value, headers in records:
+            self.producer.send(topic, key=key, value=value, headers=headers)
+            self.metrics.records_out.labels(topic).inc()
+            if topic == self.config.topics.errors:
+                self.metrics.dead_letters.inc()
+        return len(records)
+
+    # ------------------------------------------------------------------ checkpoint
+
+    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False) -> bool:
+        """Flush outputs, then the changed state (when due or forced), then the offsets; exactly-once: all in this
+        partition's transaction. Returns whether anything was committed."""
+        if self.position is None:
+            return False
+        state_due = bool(self.engine.dirty) and (
+            force_state or self.work_since_state >= self.config.state_interval)
+        if self.position == self.committed_position and not state_due and not self.in_transaction:
+            return False
+        offsets = {self.tp: OffsetAndMetadata(self.position, "", -1)}
+        if self.config.exactly_once:
+            if not self.in_transaction:
+                self.producer.begin_transaction()
+                self.in_transaction = True
+            if state_due:
+                self._write_state()
+            self.producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+            self.producer.commit_transaction()
+            self.in_transaction = False
+        else:
+            self.producer.flush()
+            if state_due:
+                self._write_state()
+                self.producer.flush()
+            consumer.commit(offsets)
+        self.committed_position = self.position
+        self.metrics.commits.inc()
+        return True
+
+    def _write_state(self) -> None:
+        written = self.changelog.write(self.producer, self.engine.streams, self.engine.dirty, self.position,
+                                       self.config.topics.input)
+        self.engine.dirty.clear()
+        self.work_since_state = 0.0
+        self.metrics.state_bytes.labels(str(self.partition)).set(written)
+
+    # ------------------------------------------------------------------ stop
+
+    def close(self, abort: bool = False) -> None:
+        """Release the producer; an open transaction is aborted (``abort``) or was committed before."""
+        if self.producer is None or not self.owns_producer:
+            return
+        if self.in_transaction:
+            try:
+                self.producer.abort_transaction()
+                self.metrics.transactions_aborted.inc()
+            except Exception as exc:  # fenced or broker gone: the next owner's init_transactions aborts it
+                log.warning("partition %d: could not abort the open transaction: %s", self.partition, exc)
+            self.in_transaction = False
+        try:
+            self.producer.close(timeout=5)
+        except Exception as exc:
+            log.warning("partition %d: producer close: %s", self.partition, exc)
+        self.producer = None

@@ -1,0 +1,73 @@
+"""A local Kafka-protocol broker for tests and benchmarks: noida-db (a PyPI wheel, ``dev`` extra) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kafka import KafkaAdminClient
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _noida() -> str:
+    exe = shutil.which("noida-db") or str(Path(sys.executable).parent / "noida-db")
+    if not os.path.exists(exe):
+        raise RuntimeError("noida-db is not installed: pip install -e '.[dev]' (the Kafka tests need a real broker)")
+    return exe
+
+
+class LocalBroker:
+    """A noida-db Kafka broker in the foreground of a child process (stopped by its PID); ``stop``/``start`` keep
+    its data directory, so a restart is a broker restart.
+
+
+    Examples
+    --------
+    >>> LocalBroker(Path("/tmp/x")).bootstrap.startswith("127.0.0.1:")
+    True
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 60.0) -> None:
+        log = open(self.data_dir.parent / "broker.log", "ab")
+        self.proc = subprocess.Popen([_noida(), "start", "--only", "kafka", "--kafka-port", str(self.port),
+                                      "--data-dir", str(self.data_dir)], stdout=log, stderr=log,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"noida-db exited with {self.proc.returncode}: see {log.name}")
+            try:
+                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+                admin.list_topics()
+                admin.close()
+                return
+            except Exception:
+                time.sleep(0.3)
+        raise RuntimeError(f"noida-db did not answer on {self.bootstrap} in {timeout:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.proc = None

@@ -1,0 +1,231 @@
+"""The worker (the app): joins the group, starts a task per assigned partition, loops poll -> process ->
+checkpoint, and hands partitions over on rebalance.
+
+Failures are local to a partition: when producing or committing fails (a broker restart, a fenced producer, a
+timeout), the partition's open transaction is aborted and the task is started again from the changelog, which
+replays the input from the last committed state. Assigned partitions wait (paused) until their task has started,
+so restores happen in the loop, not inside the rebalance callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from typing import Any
+
+from kafka import ConsumerRebalanceListener, KafkaProducer
+from kafka.errors import KafkaError
+
+from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.config import WorkerConfig
+from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
+from streamforest.connectors.kafka.task import PartitionTask
+from streamforest.engine.core import EngineConfig
+
+log = logging.getLogger("streamforest.kafka")
+
+RETRY_SECONDS = 1.0
+
+
+class Worker:
+    """Consumes the input topic in a consumer group and drives one engine per assigned partition.
+
+    Parameters
+    ----------
+    config
+        Brokers, group, topics, guarantee and intervals.
+    engine_config
+        What every partition's engine learns and republishes (the same for every worker of a group).
+    registry
+        prometheus-client registry for the engine's and the worker's metrics (a fresh one by default).
+    """
+
+    def __init__(self, config: WorkerConfig, engine_config: EngineConfig | None = None, registry: Any = None) -> None:
+        self.config = config
+        self.engine_config = engine_config or EngineConfig()
+        self.engine_metrics = KindEngineMetrics(registry)
+        self.metrics = WorkerMetrics(self.engine_metrics.registry)
+        self.tasks: dict[int, PartitionTask] = {}
+        #: Assigned partitions whose task has not started yet -> when to try next.
+        self.pending: dict[int, float] = {}
+        self.stopping = threading.Event()
+        self.consumer: Any = None
+        self.producer: KafkaProducer | None = None  # at-least-once: one idempotent producer for every partition
+        self.messages = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def stop(self, *_: Any) -> None:
+        """Finish the message in hand, commit, leave the group (what SIGTERM and SIGINT do)."""
+        self.stopping.set()
+
+    def run(self) -> None:
+        clients.ensure_topics(self.config)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.stop)
+            signal.signal(signal.SIGINT, self.stop)
+        if not self.config.exactly_once:
+            self.producer = clients.producer(self.config)
+        self.consumer = clients.consumer(self.config)
+        self.consumer.subscribe([self.config.topics.input], listener=_Listener(self))
+        log.info("worker joined group %s on %s (%s)", self.config.group_id, self.config.topics.input,
+                 self.config.guarantee)
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+
+    def _loop(self) -> None:
+        last_commit = last_record = time.monotonic()
+        since_commit = 0
+        while not self.stopping.is_set():
+            self._start_pending()
+            try:
+                batch = self.consumer.poll(timeout_ms=200)
+            except KafkaError as exc:
+                log.warning("poll failed (%s): retrying", exc)
+                time.sleep(RETRY_SECONDS)
+                continue
+            for tp, msgs in batch.items():
+                task = self.tasks.get(tp.partition)
+                if task is None:
+                    continue  # revoked or restarting: its task seeks to where it resumes
+                self.metrics.records_in.labels(tp.topic).inc(len(msgs))
+                last_record = time.monotonic()
+                for msg in msgs:
+                    try:
+                        task.process(msg)
+                    except KafkaError as exc:
+                        self._restart(task, f"producing failed: {exc}")
+                        break
+                    since_commit += 1
+                    self.messages += 1
+                    if self.stopping.is_set():
+                        break
+                    if since_commit >= self.config.commit_every or \
+                            time.monotonic() - last_commit >= self.config.commit_interval:
+                        self._commit_all()
+                        last_commit, since_commit = time.monotonic(), 0
+                if self.stopping.is_set():
+                    break
+            if time.monotonic() - last_commit >= self.config.commit_interval:
+                self._commit_all()
+                last_commit, since_commit = time.monotonic(), 0
+            self._update_lag()
+            idle = self.config.exit_when_idle
+            if idle is not None and not self.pending and time.monotonic() - last_record >= idle:
+                log.info("nothing consumed for %.1f s: stopping", idle)
+                break
+
+    def _shutdown(self) -> None:
+        for task in list(self.tasks.values()):
+            self._commit(task, force_state=True)
+            task.close(abort=True)
+        self.tasks.clear()
+        if self.producer is not None:
+            self.producer.close(timeout=10)
+        if self.consumer is not None:
+            self.consumer.close()
+        log.info("worker stopped after %d messages", self.messages)
+
+    # ------------------------------------------------------------------ tasks
+
+    def assigned(self, partitions: list[int]) -> None:
+        self.metrics.rebalances.inc()
+        for p in partitions:
+            if p not in self.tasks:
+                self.pending[p] = 0.0
+        self._pause(partitions)
+
+    def revoked(self, partitions: list[int], lost: bool = False) -> None:
+        """Commit what is done and the state (so the next owner replays little), then let the partition go."""
+        self.metrics.rebalances.inc()
+        for p in partitions:
+            self.pending.pop(p, None)
+            task = self.tasks.pop(p, None)
+            if task is None:
+                continue
+            if not lost:
+                self._commit(task, force_state=True)
+            task.close(abort=True)
+            log.info("partition %d %s", p, "lost" if lost else "revoked: state handed over")
+
+    def _start_pending(self) -> None:
+        now = time.monotonic()
+        for p, when in list(self.pending.items()):
+            if when > now:
+                continue
+            task = PartitionTask(self.config, self.engine_config, p, self.engine_metrics, self.metrics,
+                                 shared_producer=self.producer)
+            try:
+                task.start(self.consumer)
+            except (KafkaError, TimeoutError, OSError, ValueError) as exc:
+                log.warning("partition %d: start failed (%s): retrying in %.0f s", p, exc, RETRY_SECONDS)
+                task.close(abort=True)
+                self.pending[p] = now + RETRY_SECONDS
+                continue
+            del self.pending[p]
+            self.tasks[p] = task
+            self._resume([p])
+
+    def _restart(self, task: PartitionTask, why: str) -> None:
+        """Abort the partition's open work and start it again from its committed state."""
+        log.warning("partition %d: %s: aborting and restoring from the changelog", task.partition, why)
+        self.tasks.pop(task.partition, None)
+        task.close(abort=True)
+        self.pending[task.partition] = time.monotonic() + RETRY_SECONDS
+        self._pause([task.partition])
+
+    def _commit(self, task: PartitionTask, force_state: bool = False) -> bool:
+        try:
+            return task.checkpoint(self.consumer, force_state)
+        except KafkaError as exc:
+            if task.partition in self.tasks:
+                self._restart(task, f"commit failed: {exc}")
+            else:
+                log.warning("partition %d: final commit failed: %s", task.partition, exc)
+            return False
+
+    def _commit_all(self) -> None:
+        for task in list(self.tasks.values()):
+            self._commit(task)
+
+    # ------------------------------------------------------------------ consumer helpers
+
+    def _tps(self, partitions: list[int]) -> list[Any]:
+        from kafka import TopicPartition
+
+        return [TopicPartition(self.config.topics.input, p) for p in partitions]
+
+    def _pause(self, partitions: list[int]) -> None:
+        tps = [tp for tp in self._tps(partitions) if tp in self.consumer.assignment()]
+        if tps:
+            self.consumer.pause(*tps)
+
+    def _resume(self, partitions: list[int]) -> None:
+        tps = [tp for tp in self._tps(partitions) if tp in self.consumer.assignment()]
+        if tps:
+            self.consumer.resume(*tps)
+
+    def _update_lag(self) -> None:
+        for p, task in self.tasks.items():
+            tp = task.tp
+            high = self.consumer.highwater(tp)
+            if high is not None and task.position is not None:
+                self.metrics.consumer_lag.labels(tp.topic, str(p)).set(max(0, high - task.position))
+
+
+class _Listener(ConsumerRebalanceListener):
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.worker.assigned(sorted(tp.partition for tp in assigned))
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.worker.revoked(sorted(tp.partition for tp in revoked))
+
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.worker.revoked(sorted(tp.partition for tp in lost), lost=True)

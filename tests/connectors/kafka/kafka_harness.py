@@ -1,0 +1,134 @@
+"""Helpers of the Kafka tests: a noida-db broker process, topics, reading outputs, worker processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import orjson
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from streamforest.connectors.kafka.cli import message_key
+from streamforest.connectors.kafka.testing import LocalBroker as Broker  # noqa: F401  (conftest's fixture)
+
+ROOT = Path(__file__).resolve().parents[3]
+FOREST = ["--forest-param", "trees_per_generation=5"]
+
+
+# ---------------------------------------------------------------------- topics and records
+
+def create_topics(bootstrap: str, prefix: str, partitions: int = 4) -> str:
+    """Input and output topics of ``prefix`` (as ``--create-topics`` would); returns the input topic."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    compact = {"cleanup.policy": "compact"}
+    admin.create_topics([NewTopic(f"{prefix}.input", partitions, 1)] + [
+        NewTopic(f"{prefix}.{name}", partitions, 1, topic_configs=compact if name in ("predictions", "encodings",
+                                                                                     "state") else {})
+        for name in ("predictions", "encodings", "feedback", "errors", "state")])
+    admin.close()
+    return f"{prefix}.input"
+
+
+def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
+    p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
+    for line in lines:
+        p.send(topic, key=message_key(line), value=line)
+    p.flush()
+    p.close()
+
+
+def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list:
+    """Every record of ``topic`` up to its end (committed ones only by default)."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False)
+    tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
+    c.assign(tps)
+    c.seek_to_beginning(*tps)
+    end = c.end_offsets(tps)
+    out = []
+    deadline = time.monotonic() + 120
+    while any(c.position(tp) < end[tp] for tp in tps):
+        assert time.monotonic() < deadline, f"could not read {topic} to its end"
+        for recs in c.poll(timeout_ms=300).values():
+            out.extend(r for r in recs if r.offset < end[TopicPartition(r.topic, r.partition)])
+    c.close()
+    return out
+
+
+def outputs_by_stream(bootstrap: str, prefix: str, isolation: str = "read_committed") -> dict:
+    """{(kind, stream): sorted canonical JSON of its records} and the errors as {(reason, original bytes)}."""
+    got: dict = defaultdict(list)
+    for kind in ("predictions", "encodings", "feedback"):
+        for r in read_topic(bootstrap, f"{prefix}.{kind}", isolation):
+            rec = orjson.loads(r.value)
+            rec.pop("seconds", None)
+            got[(kind, rec["stream"])].append(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS))
+    errors = []
+    for r in read_topic(bootstrap, f"{prefix}.errors", isolation):
+        errors.append((dict(r.headers)["__streams.errors.message"].decode(), r.value))
+    return {k: sorted(v) for k, v in got.items()}, sorted(errors)
+
+
+def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, list]:
+    """The embedded runtime's outputs in the same shape as :func:`outputs_by_stream`."""
+    files = {"predictions": "predictions.jsonl", "encodings": "encodings.jsonl", "feedback": "feedback.jsonl"}
+    got: dict = defaultdict(list)
+    for kind, name in files.items():
+        for line in (out_dir / name).read_bytes().splitlines():
+            rec = orjson.loads(line)
+            rec.pop("seconds", None)
+            got[(kind, rec["stream"])].append(orjson.dumps(rec, option=orjson.OPT_SORT_KEYS))
+    errors = []
+    for line in (out_dir / "errors.jsonl").read_bytes().splitlines():
+        rec = orjson.loads(line)
+        n = int(rec["source"].rsplit(":", 1)[1])  # the embedded runtime's line number (1-based)
+        errors.append((rec["reason"], raw_lines[n - 1]))
+    return {k: sorted(v) for k, v in got.items()}, sorted(errors)
+
+
+# ---------------------------------------------------------------------- workers
+
+class WorkerProcess:
+    """``streamforest kafka run`` in a child process; its log lines are collected as they come."""
+
+    def __init__(self, bootstrap: str, prefix: str, *extra: str, group: str | None = None) -> None:
+        cmd = [sys.executable, "-m", "streamforest.cli", "kafka", "run", "--bootstrap-servers", bootstrap,
+               "--input-topic", f"{prefix}.input", "--topic-prefix", prefix, "--group-id", group or prefix,
+               "--session-timeout", "6", *FOREST, *extra]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, cwd=ROOT)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line.decode("utf-8", "replace").rstrip())
+
+    def wait_for(self, text: str, timeout: float = 120.0, count: int = 1) -> None:
+        deadline = time.monotonic() + timeout
+        while sum(text in line for line in list(self.lines)) < count:
+            if self.proc.poll() is not None:
+                self._reader.join(5)
+                if sum(text in line for line in self.lines) >= count:
+                    return
+                raise AssertionError(f"worker exited ({self.proc.returncode}) before {text!r}:\n" + self.log())
+            assert time.monotonic() < deadline, f"no {text!r} in {timeout:.0f} s:\n" + self.log()
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def wait(self, timeout: float = 300.0) -> int:
+        rc = self.proc.wait(timeout)
+        self._reader.join(5)
+        return rc
+
+    def log(self) -> str:
+        return "\n".join(self.lines[-40:])

@@ -1,0 +1,58 @@
+"""The ``kafka`` CLI group's options (environment included) and the worker's metric names; no broker needed."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from streamforest.cli import build_parser, main
+from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
+
+METRICS = {
+    "streamforest_consumer_lag_records", "streamforest_kafka_records_in_total", "streamforest_kafka_records_out_total",
+    "streamforest_kafka_dead_letters_total", "streamforest_kafka_commits_total",
+    "streamforest_kafka_transactions_aborted_total", "streamforest_kafka_rebalances_total",
+    "streamforest_kafka_restore_seconds", "streamforest_kafka_state_bytes", "streamforest_process_seconds",
+}
+
+
+def test_options_from_environment(monkeypatch):
+    monkeypatch.setenv("STREAMFOREST_BOOTSTRAP_SERVERS", "b1:9092,b2:9092")
+    monkeypatch.setenv("STREAMFOREST_GUARANTEE", "at-least-once")
+    monkeypatch.setenv("STREAMFOREST_COMMIT_INTERVAL", "2.5")
+    monkeypatch.setenv("STREAMFOREST_CREATE_TOPICS", "true")
+    monkeypatch.setenv("STREAMFOREST_FOREST_PARAM", "trees_per_generation=7 max_depth=4")
+    args = build_parser().parse_args(["kafka", "run", "--commit-interval", "3"])
+    assert args.bootstrap_servers == "b1:9092,b2:9092"
+    assert args.guarantee == "at-least-once"
+    assert args.commit_interval == 3.0  # the command line wins
+    assert args.create_topics is True
+    assert args.forest_param == ["trees_per_generation=7", "max_depth=4"]
+
+
+def test_bad_environment_value_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setenv("STREAMFOREST_GUARANTEE", "twice")
+    assert main(["kafka", "run"]) == 1
+    assert "STREAMFOREST_GUARANTEE='twice'" in capsys.readouterr().err
+
+
+def test_worker_metric_names():
+    registry = CollectorRegistry()
+    KindEngineMetrics(registry)
+    m = WorkerMetrics(registry)
+    m.records_in.labels("t").inc()
+    m.records_out.labels("t").inc()
+    m.consumer_lag.labels("t", "0").set(1)
+    m.state_bytes.labels("0").set(1)
+    m.process_seconds.labels("feature").observe(0.1)
+    names = {s.name for metric in registry.collect() for s in metric.samples}
+    names = {n.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum").removesuffix("_created")
+             for n in names}
+    assert METRICS <= names
+    assert "streamforest_consumer_lag_records" in names  # the worker's, with topic and partition labels
+
+
+@pytest.mark.parametrize("bad", [["--commit-interval", "0"], ["--state-chunk-bytes", "10"]])
+def test_bad_options_refused(bad, capsys):
+    assert main(["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", *bad]) == 1
+    assert capsys.readouterr().err.startswith("streamforest kafka:")

@@ -1,0 +1,203 @@
+"""The worker against a real broker: same records as the embedded runtime, crashes, scale-out, bad input."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import orjson
+import pytest
+from kafka_harness import (
+    ROOT,
+    WorkerProcess,
+    create_topics,
+    outputs_by_stream,
+    produce,
+    read_topic,
+    reference_by_stream,
+)
+
+from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.changelog import Changelog
+from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
+from streamforest.engine.checkpoint import stream_arrays
+from streamforest.engine.core import EngineConfig
+from streamforest.engine.produce import produce_messages
+from streamforest.engine.runtime import run
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+POISON = [
+    b'{"v": 1, "type": "samples", "stream": "a", "samples": [',       # not JSON
+    b'{"v": 1, "type": "feature", "stream": "nobody", "name": "x", "ids": ["1"], "values": [1]}',  # unknown stream
+    b"\xff\xfe not utf-8",
+    b'{"v": 1, "type": "label", "stream": "b", "id": "' + b"9" * (DEAD_LETTER_CAP + 100) + b'", "label": 1}',
+]
+
+
+def _messages() -> list[bytes]:
+    """Five streams of two bundled datasets, interleaved, with poison messages in the middle."""
+    per_stream = []
+    for stream, name in (("a", "banknote-authentication"), ("b", "banknote-authentication"),
+                         ("c", "blood-transfusion-service-center"), ("d", "blood-transfusion-service-center"),
+                         ("e", "banknote-authentication")):
+        msgs, _, _ = produce_messages(name, "target", stream, seed=ord(stream))
+        per_stream.append([orjson.dumps(m) for m in msgs])
+    lines = []
+    for k in range(max(map(len, per_stream))):
+        lines += [s[k] for s in per_stream if k < len(s)]
+        if k == 2:
+            lines += POISON
+    return lines
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The embedded runtime (``streamforest run``) on the same messages: outputs and final streams."""
+    d = tmp_path_factory.mktemp("embedded")
+    lines = _messages()
+    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    engine = run(str(d / "in.jsonl"), str(d / "out"),
+                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
+    return lines, reference_by_stream(d / "out", lines), engine.streams
+
+
+def _final_streams(bootstrap: str, prefix: str) -> dict:
+    config = WorkerConfig(bootstrap_servers=bootstrap, topics=Topics(f"{prefix}.input", prefix))
+    streams = {}
+    for p in range(4):
+        reader = clients.reader(config)
+        streams.update(Changelog(config.topics.state, p, config.state_chunk_bytes).restore(reader))
+        reader.close()
+    return streams
+
+
+def _assert_same_model(got: dict, want: dict) -> None:
+    assert sorted(got) == sorted(want)
+    for name in want:
+        a_arrays, a_header = stream_arrays(got[name])
+        b_arrays, b_header = stream_arrays(want[name])
+        assert a_header == b_header, name
+        assert sorted(a_arrays) == sorted(b_arrays), name
+        for k in b_arrays:
+            np.testing.assert_array_equal(a_arrays[k], b_arrays[k], err_msg=f"{name}: {k}")
+
+
+def _run_to_end(bootstrap: str, prefix: str, *extra: str) -> WorkerProcess:
+    w = WorkerProcess(bootstrap, prefix, "--exit-when-idle", "4", *extra)
+    assert w.wait() == 0, w.log()
+    return w
+
+
+def test_outputs_equal_embedded_runtime(broker, reference):
+    lines, (want, want_errors), want_streams = reference
+    prefix = "eq"
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    _run_to_end(broker.bootstrap, prefix)
+    got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key] == want[key], key
+    truncated = [(reason, raw[:DEAD_LETTER_CAP]) for reason, raw in want_errors]
+    assert got_errors == sorted(truncated)
+    assert len(got_errors) == len(POISON)
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
+def test_dead_letters_carry_kip1034_headers(broker, reference):
+    # Runs after the equality test in the same module: reads its errors topic.
+    recs = read_topic(broker.bootstrap, "eq.errors")
+    assert recs, "the equality test must have run first"
+    for r in recs:
+        h = dict(r.headers)
+        assert h["__streams.errors.exception"] == b"Refused"
+        assert h["__streams.errors.topic"] == b"eq.input"
+        assert int(h["__streams.errors.partition"]) in range(4)
+        assert int(h["__streams.errors.offset"]) >= 0
+    long = [r for r in recs if len(r.value) == DEAD_LETTER_CAP]
+    assert len(long) == 1 and int(dict(long[0].headers)["streamforest.original_bytes"]) == len(POISON[3])
+
+
+@pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
+def test_sigkill_and_restart(broker, reference, guarantee):
+    """SIGKILL right after joining (restore), mid-processing, and after some commits; then run to the end."""
+    lines, (want, want_errors), want_streams = reference
+    prefix = f"kill-{guarantee}"
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "0.2", "--instance-id", "w1")
+    logs = []
+    for when in ("joined group", 2.0, 4.0):
+        w = WorkerProcess(broker.bootstrap, prefix, *args)
+        if isinstance(when, str):
+            w.wait_for(when)
+        else:
+            w.wait_for("restored")
+            time.sleep(when)
+        w.kill()
+        logs += w.lines
+    logs += _run_to_end(broker.bootstrap, prefix, *args).lines
+    # The restarts did restore state from the changelog (not only replay the input from the start).
+    assert any(re.search(r"restored [1-9]\d* streams", line) for line in logs), "\n".join(logs)
+    got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        if guarantee == "exactly-once":
+            assert got[key] == want[key], key  # each record once
+        else:
+            assert set(want[key]) <= set(got[key]), key  # nothing missing
+    if guarantee == "exactly-once":
+        assert len(got_errors) == len(want_errors)
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
+def test_two_workers_one_killed(broker, reference):
+    """Two workers share the partitions (the first hands some over in a cooperative rebalance); the first is
+    killed mid-run and restarted; the records are those of one uninterrupted run."""
+    lines, (want, _), want_streams = reference
+    prefix = "scale"
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    args = ("--commit-interval", "0.3", "--state-interval", "0.2", "--exit-when-idle", "8")
+    first = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
+    first.wait_for("restored")
+    second = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w2", *args)
+    second.wait_for("restored")
+    first.wait_for("revoked: state handed over")
+    time.sleep(1.0)
+    first.kill()
+    again = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
+    assert second.wait() == 0, second.log()
+    assert again.wait() == 0, again.log()
+    got, _ = outputs_by_stream(broker.bootstrap, prefix)
+    for key in want:
+        assert got[key] == want[key], key
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
+def test_missing_topics_refused_without_create_topics(broker):
+    proc = subprocess.run([sys.executable, "-m", "streamforest.cli", "kafka", "run", "--bootstrap-servers",
+                           broker.bootstrap, "--topic-prefix", "absent", "--input-topic", "absent.input",
+                           "--exit-when-idle", "2"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1
+    assert "do not exist" in proc.stderr and "absent.state" in proc.stderr and "--create-topics" in proc.stderr
+
+
+def test_broker_restart_mid_run(broker, reference):
+    """Last in the module: the broker is stopped and started again on the same data while a worker runs."""
+    lines, (want, _), want_streams = reference
+    prefix = "restart"
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
+                      "--state-interval", "0.2", "--instance-id", "w1")
+    w.wait_for("restored")
+    time.sleep(1.5)
+    broker.stop()
+    time.sleep(2)
+    broker.start()
+    assert w.wait() == 0, w.log()
+    got, _ = outputs_by_stream(broker.bootstrap, prefix)
+    for key in want:
+        assert got[key] == want[key], key
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
