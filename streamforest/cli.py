@@ -92,7 +92,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             forced = ",".join(g["forced"]) or "(offline)"
             print(f"  {g['id']:>10}  {forced[:30]:<30} {g['weight_share']:>12.4f}  {g['n_trees']:>5}")
         print("  importances (top 15):")
-        for k, v in sorted(f.feature_importances_.items(), key=lambda kv: -kv[1])[:15]:
+        importances = zip(f.feature_names_in_, f.feature_importances_.tolist(), strict=True)
+        for k, v in sorted(importances, key=lambda kv: -kv[1])[:15]:
             print(f"    {k:<30} {v:.4f}")
     return 0
 

@@ -1,8 +1,8 @@
 """Hashed tree-path encodings (Vens & Costa, 2011): every node a sample visits in every tree is one feature.
 
 A node's identity is ``(tree seed, node index)``. Tree seeds are derived from the forest's seed, the generation id
-and the tree's index in it (:func:`streamforest._random.derive_seed`), so the identity survives pruning, merging,
-saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest._random.mix64`), never with
+and the tree's index in it (:func:`streamforest.rng.derive_seed`), so the identity survives pruning, merging,
+saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest.rng.mix64`), never with
 Python's salted ``hash``, so an encoding is the same in every process and on every machine.
 
 Routing is numba, parallel over samples, straight into CSR arrays: one pass into room for the longest possible
@@ -20,10 +20,12 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from streamforest._random import mix64
+from streamforest.binning import MISSING_BIN
+from streamforest.rng import mix64
 from streamforest.tree.model import Trees
 
-MISSING = 255
+#: Width of the hashed encodings unless told otherwise.
+DEFAULT_N_COMPONENTS = 2**18
 MISSING_MODES = ("default", "random", "split")
 VALUE_MODES = ("binary", "weighted")
 _SIGN_BIT = np.uint64(63)
@@ -37,7 +39,7 @@ def _node_key(tree_seed, node):
 @njit(inline="always")
 def _direction(b, g, thr, missing_left, nominal, cats, mode, sample_key, node_key) -> int:
     """0 = left, 1 = right, 2 = both (a missing value in "split" mode)."""
-    if b == MISSING:
+    if b == MISSING_BIN:
         if mode == 0:
             return 0 if missing_left[g] == 1 else 1
         if mode == 1:

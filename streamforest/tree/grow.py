@@ -1,7 +1,7 @@
 """Histogram CART in numba: grow many trees on binned columns, in parallel over trees.
 
-Columns are stored feature-major (``Xb[feature, sample]``, ``uint8``, bin 255 = missing). A tree sees a subset of
-the features (its subspace); at each node it builds, for every candidate feature, a histogram of per-bin
+Columns are stored feature-major (``Xb[feature, sample]``, ``uint8``, bin ``MISSING_BIN`` = missing). A tree sees a
+subset of the features (its subspace); at each node it builds, for every candidate feature, a histogram of per-bin
 statistics (class counts for classification, weight and weighted target sum for regression), scans it for the best
 threshold (numeric) or best prefix of categories ordered by their target statistic (nominal), and sends missing
 values to whichever side scores better (the default side learned per node).
@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from streamforest._random import next_below
+from streamforest.binning import MISSING_BIN
+from streamforest.rng import next_below
 
-MISSING = 255
 LEAF = -1
 
 # Index of a 64-bit word's lowest set bit: isolate the bit, multiply by a de Bruijn sequence, read the top six bits.
@@ -35,7 +35,7 @@ HIST_POOL_BYTES = 32 * 2**20
 
 @njit(cache=True)
 def _build_histograms(H, Xb, feats, n_feats, idx, iw, ic, iwy, start, end, is_reg):
-    """Histograms of samples ``idx[start:end]`` over every feature of the subspace (bin 255 = missing)."""
+    """Histograms of samples ``idx[start:end]`` over every feature of the subspace (the last bin: missing)."""
     H[:n_feats] = 0.0
     for j in range(n_feats):
         f = feats[j]
@@ -119,7 +119,7 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
         miss[k] = 0.0
     for ii in range(start, end):
         b = Xb[f, idx[ii]]
-        if b == MISSING:
+        if b == MISSING_BIN:
             if is_reg:
                 miss[0] += iw[ii]
                 miss[1] += iwy[ii]
@@ -292,13 +292,13 @@ def _grow_one(
                 # This node's histograms are stored: list the present bins of feature j in order.
                 Hj = pool[buf, j]
                 n_present = 0
-                for b in range(MISSING):
+                for b in range(MISSING_BIN):
                     if _weight(Hj[b], is_reg) > 0:
                         cb[n_present] = b
                         hc[n_present, :] = Hj[b]
                         n_present += 1
                 for k in range(n_stats):
-                    miss[k] = Hj[MISSING, k]
+                    miss[k] = Hj[MISSING_BIN, k]
             else:
                 n_present = _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc)
             nominal = is_nominal[f]
@@ -451,7 +451,7 @@ def _grow_one(
         for ii in range(start, end):
             s = idx[ii]
             b = Xb[f, s]
-            if b == MISSING:
+            if b == MISSING_BIN:
                 go_left = best_missleft
             elif best_nominal:
                 go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import numba
 import numpy as np
 from numba import njit, prange
 
+from streamforest.binning import MISSING_BIN
+from streamforest.threads import SERIAL_BELOW
 from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
 
-MISSING = 255
 _BLOCK = 256
 
 
 @njit(inline="always")
 def goes_left(b, thr, missing_left, nominal, cats_row) -> bool:
-    if b == MISSING:
+    if b == MISSING_BIN:
         return missing_left == 1
     if nominal == 1:
         return ((cats_row[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
@@ -35,37 +32,6 @@ def leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
         else:
             node = right[g]
     return node
-
-
-#: Batches with fewer samples than this are routed by a serial kernel. A parallel region waits for every worker
-#: thread, so on a loaded machine one sample could wait milliseconds for a thread to be scheduled (measured: 7 to
-#: 30 ms per call with the other cores busy); a single sample through a few hundred trees takes microseconds.
-SERIAL_BELOW = 16
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the parallel kernels called in this block on the calling thread alone.
-
-    With one thread a parallel region does not wait for the others, which matters when the work is small and the
-    machine busy. Numba's thread count is per calling thread, so other threads are not affected.
-    """
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
-
-
-@contextmanager
-def threads_for(n_samples: int) -> Iterator[None]:
-    """:func:`single_thread` if the batch is tiny, for kernels that have no serial twin here (the encodings')."""
-    if n_samples >= SERIAL_BELOW:
-        yield
-        return
-    with single_thread():
-        yield
 
 
 @njit(inline="always")
