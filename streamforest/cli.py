@@ -105,6 +105,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from streamforest.encoding import DEFAULT_N_COMPONENTS
+    from streamforest.engine.runtime import OUTPUT_FILES
+
     ap = argparse.ArgumentParser(
         prog="streamforest",
         description="An online random forest for streams of features: every arriving feature grows a generation "
@@ -129,9 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the engine on JSONL messages (embedded runtime, no service needed)",
                        description="Read messages (one JSON object per line) from a file or stdin, learn, and "
-                                   "write feedback.jsonl, predictions.jsonl, encodings.jsonl and errors.jsonl to a "
-                                   "directory (or every record to stdout). With --checkpoint-dir, a restarted run "
-                                   "resumes where the last checkpoint left off.")
+                                   f"write {', '.join(OUTPUT_FILES.values())} to a directory (or every record "
+                                   "to stdout). With --checkpoint-dir, a restarted run resumes where the last "
+                                   "checkpoint left off.")
     p.add_argument("--input", required=True, help="JSONL file, or - for stdin")
     p.add_argument("--output", required=True, help="output directory, or - for stdout")
     p.add_argument("--checkpoint-dir", help="where to checkpoint state (and resume from)")
@@ -146,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which samples get predictions/encodings after each model change")
     p.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
                    help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
-    p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
+    p.add_argument("--n-components", type=int, default=DEFAULT_N_COMPONENTS, help="width of the hashed encodings")
     p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
     p.add_argument("--progress", action="store_true", help="a progress bar on stderr")
     p.set_defaults(func=cmd_run)
