@@ -107,6 +107,7 @@ class FeatureColumns:
     def __init__(self, binners: list[ColumnBinner] | None = None) -> None:
         self.binners: list[ColumnBinner] = list(binners or [])
         self.names: list[str] = [b.name for b in self.binners]
+        self._nominal = np.array([b.is_nominal for b in self.binners], dtype=np.bool_)
         self._row_binner: tuple[int, RowBinner] | None = None
 
     def __len__(self) -> int:
@@ -115,9 +116,12 @@ class FeatureColumns:
     def append(self, binner: ColumnBinner) -> None:
         self.binners.append(binner)
         self.names.append(binner.name)
+        # Kept as it grows: the trees take it at every growth, and rebuilding it costs O(features) each time.
+        self._nominal = np.append(self._nominal, binner.is_nominal)
 
     def is_nominal(self) -> np.ndarray:
-        return np.array([b.is_nominal for b in self.binners], dtype=np.bool_)
+        """Which features are nominal, in arrival order (do not modify)."""
+        return self._nominal
 
     def bin(self, X: Any, what: str = "X") -> np.ndarray:
         """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
