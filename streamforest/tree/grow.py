@@ -197,7 +197,7 @@ class GrownNodes(NamedTuple):
     n_nodes: np.ndarray
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _in_bag(data, bootstrap, state):
     """The in-bag samples with their weight, class and weighted target side by side (the histogram loops then read
     them in order and gather only the bins), and how many there are."""
@@ -224,7 +224,7 @@ def _in_bag(data, bootstrap, state):
     return (idx, iw, ic, iwy), m
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent) -> tuple:
     """Write node ``node`` as a leaf with its value and weight (a split overwrites it); its statistics go to
     ``parent``. Returns the node's weight and whether it is pure."""
@@ -324,7 +324,7 @@ def _scan_two_stats(j, hc, cb, n_present, parent, parent_score, is_reg, min_samp
     return best_gain, best_j, best_thr, best_missleft, best_nominal
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, n_classes, n_stats,
                   min_samples_leaf, min_category_weight, scan, best, best_cats):
     """The best split of one feature in the general case: any statistics, missing values, nominal categories.
@@ -429,7 +429,7 @@ def _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_
     return best_gain, best_j, best_thr, best_missleft, best_nominal
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings, stored, hist, scan,
                 best_cats):
     """The best split of a node among its candidate features: ``(gain, feature slot, threshold bin, missing left,
@@ -459,7 +459,7 @@ def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent,
     return best
 
 
-@njit(cache=True)
+@njit(inline="always")
 def _partition(Xb, f, samples, tmp, start, end, best_thr, best_missleft, best_nominal, best_cats) -> int:
     """Stable partition of the node's samples by the split: left samples first, in their original order. Returns
     where the right ones start."""
@@ -496,6 +496,8 @@ def _partition(Xb, f, samples, tmp, start, end, best_thr, best_missleft, best_no
     return nl
 
 
+# The steps of growing a node are inlined into this one function, as one hand-written loop would be: compiled as
+# separate calls they measured 4-18% slower than the single loop on deep trees and nominal features (one thread).
 @njit(cache=True)
 def _grow_one(data, settings, plans, t, out):
     """Grow tree ``t`` depth first; returns its node count."""
