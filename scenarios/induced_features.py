@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from scenarios.paper_reproduction import REPO, SHARED, Task, _worker_init, make_tasks, stratified_split
+from streamforest.encoding import DEFAULT_N_COMPONENTS
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from streamforest.datasets import Dataset
 
 SEEDS = tuple(range(2101, 2111))
-N_COMPONENTS = 2**18
+N_COMPONENTS = DEFAULT_N_COMPONENTS
 MAX_DEPTH = 6  # the library's default depth; the scikit-learn reference uses the same
 MIN_N = 30
 REF_CAP = 3000

@@ -26,9 +26,10 @@ from river import evaluate, linear_model, metrics, optim, preprocessing
 
 from streamforest.connectors.river import iter_encodings, read_records
 from streamforest.datasets import bundled_dir, read_manifest
+from streamforest.encoding import DEFAULT_N_COMPONENTS
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
-from streamforest.engine.runtime import run
+from streamforest.engine.runtime import OUTPUT_FILES, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"produce: {args.dataset}, {data.n} samples ({len(test)} unlabelled), {data.d} features -> {source}")
 
     config = EngineConfig(forest={"trees_per_generation": args.trees, "random_state": args.seed},
-                          encoding="leaves", n_components=2**18)
+                          encoding="leaves", n_components=DEFAULT_N_COMPONENTS)
     run(str(source), str(args.out / "engine"), config)
-    size = (args.out / "engine" / "encodings.jsonl").stat().st_size
-    print(f"run: encodings of every model version in {args.out / 'engine' / 'encodings.jsonl'} ({size / 1e6:.1f} MB)")
+    encodings = args.out / "engine" / OUTPUT_FILES["encoding"]
+    print(f"run: encodings of every model version in {encodings} ({encodings.stat().st_size / 1e6:.1f} MB)")
 
     # The labels the engine never saw: the test rows', in the order the engine published them.
     labels = {str(i): bool(data.y[i] == data.y.max()) for i in test.tolist()}
@@ -100,7 +101,7 @@ def _latest_ids(directory: Path) -> list[str]:
 def _latest_predictions(directory: Path) -> dict[str, float]:
     """Each sample's probability of the positive class under the last model version."""
     out: dict[str, tuple[int, float]] = {}
-    for r in read_records(directory / "predictions.jsonl"):
+    for r in read_records(directory / OUTPUT_FILES["prediction"]):
         proba = r["proba"]
         positive = max(proba, key=lambda c: float(c) if _is_number(c) else c)
         if r["model_version"] >= out.get(r["id"], (-1, 0.0))[0]:

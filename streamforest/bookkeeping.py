@@ -107,6 +107,12 @@ class WeightLedger:
         with np.errstate(over="ignore"):
             return self.v * np.exp(self.log_scale)
 
+    def copy(self) -> WeightLedger:
+        ledger = WeightLedger()
+        ledger.log_scale = self.log_scale
+        ledger.v = self.v.copy()
+        return ledger
+
     def to_json(self) -> dict:
         return {"log_scale": self.log_scale, "v": self.v.tolist()}
 

@@ -54,6 +54,7 @@ def _bounded_int(low: int, high: int | None = None) -> Any:
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
     """The options that configure the engine, shared by every command that runs one (``run``, ``kafka run``);
     :func:`engine_config` turns them into an :class:`~streamforest.engine.core.EngineConfig`."""
+    from streamforest.encoding import DEFAULT_N_COMPONENTS
     from streamforest.engine.core import MAX_MESSAGE_BYTES, MAX_N_COMPONENTS
 
     parser.add_argument("--seed", type=_bounded_int(0, 2**63 - 1), default=0, help="the forests' random_state")
@@ -67,7 +68,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "encodings are most of the output (MagicTelescope, 6,340 scored samples x 10 "
                              "features: 179 MB of encodings with leaves, 10 MB of predictions); none publishes "
                              "predictions only")
-    parser.add_argument("--n-components", type=_bounded_int(1, MAX_N_COMPONENTS), default=2**18,
+    parser.add_argument("--n-components", type=_bounded_int(1, MAX_N_COMPONENTS), default=DEFAULT_N_COMPONENTS,
                         help="width of the hashed encodings, 1..2**31-1 (default 2**18)")
     parser.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
     parser.add_argument("--max-message-bytes", type=_bounded_int(1), default=MAX_MESSAGE_BYTES,
@@ -159,7 +160,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             forced = ",".join(g["forced"]) or "(offline)"
             print(f"  {g['id']:>10}  {forced[:30]:<30} {g['weight_share']:>12.4f}  {g['n_trees']:>5}")
         print("  importances (top 15):")
-        for k, v in sorted(f.feature_importances_.items(), key=lambda kv: -kv[1])[:15]:
+        importances = zip(f.feature_names_in_, f.feature_importances_.tolist(), strict=True)
+        for k, v in sorted(importances, key=lambda kv: -kv[1])[:15]:
             print(f"    {k:<30} {v:.4f}")
     return 0
 
@@ -183,6 +185,8 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from streamforest.engine.runtime import OUTPUT_FILES
+
     ap = argparse.ArgumentParser(
         prog="streamforest",
         description="An online random forest for streams of features: every arriving feature grows a generation "
@@ -210,9 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the engine on JSONL messages (embedded runtime, no service needed)",
                        description="Read messages (one JSON object per line) from a file or stdin, learn, and "
-                                   "write feedback.jsonl, predictions.jsonl, encodings.jsonl and errors.jsonl to a "
-                                   "directory (or every record to stdout). With --checkpoint-dir, a restarted run "
-                                   "resumes where the last checkpoint left off.")
+                                   f"write {', '.join(OUTPUT_FILES.values())} to a directory (or every record "
+                                   "to stdout). With --checkpoint-dir, a restarted run resumes where the last "
+                                   "checkpoint left off.")
     p.add_argument("--input", required=True, help="JSONL file, or - for stdin")
     p.add_argument("--output", required=True, help="output directory, or - for stdout")
     p.add_argument("--checkpoint-dir", help="where to checkpoint state (and resume from)")

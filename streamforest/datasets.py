@@ -134,18 +134,3 @@ def stratified_split(y: np.ndarray, seed: int, test_fraction: float = 1 / 3) -> 
     test_idx = np.sort(np.concatenate(test))
     train_idx = np.setdiff1d(np.arange(len(y)), test_idx)
     return train_idx, test_idx
-
-
-def load_directory(directory: Path, names: list[str] | None = None) -> list[Dataset]:
-    """All (or the named) datasets listed in a directory's ``MANIFEST.tsv``."""
-    out = []
-    for row in read_manifest(directory):
-        if names is not None and row["name"] not in names:
-            continue
-        nominal = {c for c in row["nominal_cols"].split(";") if c}
-        out.append(load_csv(directory / row["file"], nominal, row["name"], int(row["did"])))
-    return out
-
-
-def manifest_rows(directory: Path) -> list[dict[str, str]]:
-    return read_manifest(directory)

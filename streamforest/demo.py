@@ -39,7 +39,7 @@ def _test_auc(records: list[dict], y: np.ndarray, test: np.ndarray, classes: lis
 def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
     from streamforest.engine.core import EngineConfig
     from streamforest.engine.produce import produce_messages
-    from streamforest.engine.runtime import run
+    from streamforest.engine.runtime import OUTPUT_FILES, run
 
     try:
         path, nominal = bundled_dataset(dataset)
@@ -64,8 +64,8 @@ def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
         config = EngineConfig(forest={"policy": policy, "random_state": seed},
                               encoding="paths" if policy == "challenger" else "none")
         run(str(out / "input.jsonl"), str(target), config)
-        feedback = [r for r in _read(target / "feedback.jsonl") if r.get("status") == "grown"]
-        preds = _read(target / "predictions.jsonl")
+        feedback = [r for r in _read(target / OUTPUT_FILES["feedback"]) if r.get("status") == "grown"]
+        preds = _read(target / OUTPUT_FILES["prediction"])
         classes = sorted(next(iter(preds))["proba"]) if preds else ["1"]
         results[policy] = (feedback, _test_auc(preds, data.y, test, classes))
 
@@ -77,8 +77,8 @@ def demo(out: Path, dataset: str = "diabetes", seed: int = 0) -> int:
         auc = test_auc.get(r["model_version"])
         print(f"{r['feature']:<28} {r['generation']:>10} {r['weight_share']:>13.3f} {before:>12} -> {after:<10}"
               f" {'' if auc is None else f'{auc:.4f}':>9}")
-    errors = _read(out / "challenger" / "errors.jsonl")
-    print(f"\n{len(errors)} bad input lines went to errors.jsonl:")
+    errors = _read(out / "challenger" / OUTPUT_FILES["error"])
+    print(f"\n{len(errors)} bad input lines went to {OUTPUT_FILES['error']}:")
     for e in errors:
         print(f"  {e['source']}: {e['reason']}")
     final_c = test_auc[max(test_auc)]

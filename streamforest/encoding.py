@@ -1,8 +1,8 @@
 """Hashed tree-path encodings (Vens & Costa, 2011): every node a sample visits in every tree is one feature.
 
 A node's identity is ``(tree seed, node index)``. Tree seeds are derived from the forest's seed, the generation id
-and the tree's index in it (:func:`streamforest._random.derive_seed`), so the identity survives pruning, merging,
-saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest._random.mix64`), never with
+and the tree's index in it (:func:`streamforest.rng.derive_seed`), so the identity survives pruning, merging,
+saving and restarting; it is hashed with a fixed 64-bit mixer (:func:`streamforest.rng.mix64`), never with
 Python's salted ``hash``, so an encoding is the same in every process and on every machine.
 
 Routing is numba, parallel over samples, straight into CSR arrays: one pass into room for the longest possible
@@ -13,17 +13,19 @@ every row comes out canonical (sorted, no duplicates).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from streamforest._random import mix64
+from streamforest.binning import MISSING_BIN
+from streamforest.rng import mix64
 from streamforest.tree.model import Trees
+from streamforest.tree.route import goes_left
 
-MISSING = 255
+#: Width of the hashed encodings unless told otherwise.
+DEFAULT_N_COMPONENTS = 2**18
 MISSING_MODES = ("default", "random", "split")
 VALUE_MODES = ("binary", "weighted")
 _SIGN_BIT = np.uint64(63)
@@ -34,24 +36,46 @@ def _node_key(tree_seed, node):
     return mix64(tree_seed ^ mix64(np.uint64(node + 1)))
 
 
+class EncodeSettings(NamedTuple):
+    """How :func:`_encode` walks and writes: missing-value mode (index in ``MISSING_MODES``), leaves only, unit
+    values (binary, no sign, no split mass), radix digit bits and passes, and the most nodes of one tree."""
+
+    mode: int
+    leaves_only: bool
+    unit: bool
+    digit: int
+    passes: int
+    max_nodes: int
+
+
+class Rows(NamedTuple):
+    """CSR rows being written: entries per row, row starts, column indices and values."""
+
+    counts: np.ndarray
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+
+
 @njit(inline="always")
-def _direction(b, g, thr, missing_left, nominal, cats, mode, sample_key, node_key) -> int:
+def _direction(trees, g, b, mode, sample_key, node_key) -> int:
     """0 = left, 1 = right, 2 = both (a missing value in "split" mode)."""
-    if b == MISSING:
+    if b == MISSING_BIN:
         if mode == 0:
-            return 0 if missing_left[g] == 1 else 1
+            return 0 if trees.missing_left[g] == 1 else 1
         if mode == 1:
             return int(mix64(sample_key ^ node_key) >> _SIGN_BIT)
         return 2
-    if nominal[g] == 1:
-        return 0 if ((cats[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1) else 1
-    return 0 if b <= thr[g] else 1
+    return 0 if goes_left(trees, g, b) else 1
 
 
 @njit(cache=True)
-def _walk(Xb, i, base, seed, feature, thr, missing_left, nominal, cats, left, right, mode, sample_key,
-          leaves_only, stack_node, stack_mass, out_node, out_mass):
-    """Nodes visited by sample ``i`` in one tree (local indices) and their mass; returns how many."""
+def _walk(trees, Xb, i, base, seed, mode, sample_key, leaves_only, scratch):
+    """Nodes visited by sample ``i`` in one tree (local indices) and their mass, into ``scratch``'s last two
+    arrays (its first two are the walk's stack); returns how many."""
+    stack_node, stack_mass, out_node, out_mass = scratch
+    left = trees.left
+    right = trees.right
     k = 0
     sp_ = 0
     stack_node[0] = 0
@@ -69,8 +93,7 @@ def _walk(Xb, i, base, seed, feature, thr, missing_left, nominal, cats, left, ri
             k += 1
         if is_leaf:
             continue
-        d = _direction(Xb[feature[g], i], g, thr, missing_left, nominal, cats, mode, sample_key,
-                       _node_key(seed, node))
+        d = _direction(trees, g, Xb[trees.feature[g], i], mode, sample_key, _node_key(seed, node))
         if d == 2:
             stack_node[sp_] = right[g]
             stack_mass[sp_] = mass * 0.5
@@ -143,16 +166,23 @@ def _radix_sort(cols, vals, n, tmp_cols, tmp_vals, hist, digit, passes, with_val
 
 
 @njit(parallel=True, cache=True)
-def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, left, right, node_col, node_val, mode,
-            sample_keys, leaves_only, unit, digit, passes, max_nodes, counts, indptr, indices, data, fill):
+def _encode(trees, seeds, Xb, m, table, settings, sample_keys, rows, fill):
+    """Encode samples ``0 .. m-1`` into ``rows`` (``fill``), or only count each row's entries (not ``fill``)."""
+    mode, leaves_only, unit, digit, passes, max_nodes = settings
+    counts, indptr, indices, data = rows
+    node_col = table.col
+    node_val = table.val
+    offsets = trees.offsets
+    left = trees.left
+    right = trees.right
     n_trees = offsets.shape[0] - 1
     n_blocks = (m + _BLOCK - 1) // _BLOCK
     for blk in prange(n_blocks):
         # Scratch space per block of rows, not per row: allocation stays off the per-sample path.
-        stack_node = np.empty(max_nodes, dtype=np.int64)
-        stack_mass = np.empty(max_nodes, dtype=np.float64)
-        out_node = np.empty(max_nodes, dtype=np.int64)
-        out_mass = np.empty(max_nodes, dtype=np.float64)
+        scratch = (np.empty(max_nodes, dtype=np.int64), np.empty(max_nodes, dtype=np.float64),
+                   np.empty(max_nodes, dtype=np.int64), np.empty(max_nodes, dtype=np.float64))
+        out_node = scratch[2]
+        out_mass = scratch[3]
         width = 1
         if fill:
             for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
@@ -168,8 +198,7 @@ def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, le
                 base = offsets[t]
                 if mode == 2:
                     # Missing values may send a sample down both branches: walk a stack.
-                    k = _walk(Xb, i, base, seeds[t], feature, thr, missing_left, nominal, cats, left, right, mode,
-                              sample_keys[i], leaves_only, stack_node, stack_mass, out_node, out_mass)
+                    k = _walk(trees, Xb, i, base, seeds[t], mode, sample_keys[i], leaves_only, scratch)
                     if fill:
                         for q in range(k):
                             cols[pos + q] = node_col[base + out_node[q]]
@@ -188,7 +217,7 @@ def _encode(Xb, m, offsets, seeds, feature, thr, missing_left, nominal, cats, le
                         pos += 1
                     if is_leaf:
                         break
-                    d = _direction(Xb[feature[g], i], g, thr, missing_left, nominal, cats, mode, sample_keys[i],
+                    d = _direction(trees, g, Xb[trees.feature[g], i], mode, sample_keys[i],
                                    _node_key(seeds[t], node) if mode == 1 else np.uint64(0))
                     node = left[g] if d == 0 else right[g]
             if not fill:
@@ -232,8 +261,7 @@ def _compact(m, indptr, counts, indices, data):
     indptr[m] = dst
 
 
-@dataclass(frozen=True)
-class NodeTable:
+class NodeTable(NamedTuple):
     """What an encoding needs of a packed forest besides routing: every node's column and value, and the most
     entries a single-path row can hold (the sum over trees of the deepest leaf's depth + 1). A forest keeps its
     table while it does not change, so that encoding a few rows does not pay for all nodes."""
@@ -313,9 +341,8 @@ def encode_binned(
     unit = values == "binary" and mode != 2 and not signed
     bits = max(1, int(dim - 1).bit_length())
     passes = -(-bits // _MAX_DIGIT)
-    args = (Xb, m, trees.offsets, seeds.astype(np.uint64), trees.feature, trees.threshold, trees.missing_left,
-            trees.nominal, trees.cats, trees.left, trees.right, table.col, table.val, mode, keys, leaves_only, unit,
-            -(-bits // passes), passes, max_nodes)
+    settings = EncodeSettings(mode, bool(leaves_only), unit, -(-bits // passes), passes, max_nodes)
+    args = (trees, seeds.astype(np.uint64), Xb, m, table, settings, keys)
     counts = np.zeros(m, dtype=np.int64)
     idx_dtype = np.int32 if dim < 2**31 else np.int64
     if mode != 2:
@@ -323,13 +350,13 @@ def encode_binned(
         bound = trees.n_trees if leaves_only else table.path_bound
         counts[:] = bound
     else:
-        _encode(*args, counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype), np.zeros(0, np.float32),
-                False)
+        _encode(*args, Rows(counts, np.zeros(1, dtype=np.int64), np.zeros(0, dtype=idx_dtype),
+                            np.zeros(0, np.float32)), False)
     indptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     indices = np.empty(indptr[-1], dtype=idx_dtype)
     data = np.empty(indptr[-1], dtype=np.float32)
-    _encode(*args, counts, indptr, indices, data, True)
+    _encode(*args, Rows(counts, indptr, indices, data), True)
     if counts.sum() != indptr[-1]:
         # Compacting in place and shrinking (realloc) costs one pass over memory that is already mapped, where a
         # copy into new arrays would fault in fresh pages and briefly double the footprint.

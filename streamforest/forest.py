@@ -1,81 +1,42 @@
-"""FeatureStreamForest: a random forest that grows a generation of trees with every arriving feature."""
+"""FeatureStreamForest: a random forest that grows a generation of trees with every arriving feature.
+
+The estimator reads as Algorithm 1 of Motl & Kordík (2019): a feature arrives, a generation of trees that must use
+it is grown (:mod:`streamforest.growth`), it is weighted by the feature-use bookkeeping
+(:mod:`streamforest.bookkeeping`), and negligible old generations are pruned or merged
+(:mod:`streamforest.generations`). Input checking and binning live in :mod:`streamforest.inputs`, out-of-bag
+accounting in :mod:`streamforest.oob`, and what a saved forest is made of in :mod:`streamforest.state`.
+"""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from streamforest import encoding, sampling
-from streamforest._random import derive_seed
-from streamforest.binning import ColumnBinner, RowBinner
-from streamforest.bookkeeping import WeightLedger, shares
+from streamforest import encoding, growth, inputs, persistence, sampling
+from streamforest.binning import ColumnBinner
+from streamforest.bookkeeping import WeightLedger
 from streamforest.columns import ColumnStore
-from streamforest.metrics import log_loss, r2, roc_auc
+from streamforest.encoding import DEFAULT_N_COMPONENTS
+from streamforest.generations import DELTA_WINDOW, Generation, Graveyard, merge, pack, tree_weights, weight_shares
+from streamforest.generations import importance as generation_importance
+from streamforest.inputs import FeatureColumns
+from streamforest.oob import OutOfBag, metric_name
+from streamforest.state import ForestState
+from streamforest.threads import threads_for
 from streamforest.tree import route
-from streamforest.tree.model import Trees, concat, grow
+from streamforest.tree.model import Trees
 
-POLICIES = ("challenger", "baseline")
-#: One value of a one-row mapping (what the per-sample prediction path bins without building columns).
-_SCALARS = (int, float, str, bool, np.generic, type(None))
-#: How many model versions back :meth:`FeatureStreamForest.encode_delta` can reach.
-DELTA_WINDOW = 16
-#: Memory for the alive generations' cached out-of-bag votes (beyond it they are recomputed when needed).
-OOB_CACHE_BYTES = 128 * 2**20
-TASKS = ("classification", "regression")
-FEATURE_SAMPLING = ("auto", "uniform", "importance")
-
-
-@dataclass
-class Generation:
-    """The trees grown when one feature arrived (or several, once merged), sharing one weight."""
-
-    id: int
-    forced: list[str]
-    log_weight: float
-    trees: Trees
-    subspaces: list[np.ndarray]
-    seeds: np.ndarray
-    born: int = 0  # the model version in which these trees became alive
-    # Whether the out-of-bag sums hold this generation's votes: only trees grown on the current training samples
-    # can say which of them they did not see (set_samples replaces the samples under older trees).
-    in_oob: bool = True
-    # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
-    # samples grows the same trees (None, from files saved before it existed: 0 for every tree).
-    split_ks: np.ndarray | None = None
-    # This generation's out-of-bag votes and counts on the current samples, kept (within OOB_CACHE_BYTES) so that
-    # pruning or merging it away does not route the samples through its trees a second time.
-    _oob_votes: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
-    _importance: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.split_ks is None:
-            self.split_ks = np.zeros(self.trees.n_trees, dtype=np.int64)
-
-    @property
-    def n_trees(self) -> int:
-        return self.trees.n_trees
-
-    def importance(self, n_features: int) -> np.ndarray:
-        """Mean normalised impurity-decrease importance over the generation's trees (cached: trees never change
-        in place; regrowing replaces them and clears the cache)."""
-        if self._importance is None:
-            self._importance = self.trees.importances(int(max(self.trees.feature.max(initial=-1) + 1, 1))).mean(0)
-        out = np.zeros(n_features)
-        k = min(n_features, self._importance.size)
-        out[:k] = self._importance[:k]
-        return out
-
-
-def _pack(generations: list[Generation]) -> tuple[Trees, np.ndarray]:
-    """The trees of several generations as one batch, and their seeds."""
-    return concat([g.trees for g in generations]), np.concatenate([g.seeds for g in generations]).astype(np.uint64)
+#: The constructor's parameters, in its order (:meth:`FeatureStreamForest.get_params`).
+PARAMS = ("trees_per_generation", "max_features", "max_depth", "min_samples_leaf", "min_category_size",
+          "split_features", "policy", "feature_sampling", "max_subspace", "prune_threshold", "max_generations",
+          "task", "oob_score", "random_state")
 
 
 @dataclass
@@ -97,6 +58,14 @@ class FeatureReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class AliveTrees(NamedTuple):
+    """The alive trees packed end to end for routing, each tree's weight (summing to 1) and each tree's seed."""
+
+    trees: Trees
+    weights: np.ndarray
+    seeds: np.ndarray
 
 
 class FeatureStreamForest:
@@ -176,7 +145,7 @@ class FeatureStreamForest:
     (2, 'auc', True)
     >>> f.predict_proba(X[:2]).shape
     (2, 2)
-    >>> max(f.feature_importances_, key=f.feature_importances_.get) in ("a", "c")
+    >>> f.feature_names_in_[np.argmax(f.feature_importances_)] in ("a", "c")
     True
     """
 
@@ -211,73 +180,91 @@ class FeatureStreamForest:
         self.task = task
         self.oob_score = oob_score
         self.random_state = random_state
-        self._check_params()
+        inputs.check_params(self.get_params())
         self._seed = int(random_state) if random_state is not None else secrets.randbits(63)
         self._reset()
 
     # ------------------------------------------------------------------ parameters and state
 
-    def _params(self) -> dict[str, Any]:
-        """The constructor's parameters as plain Python values (JSON-able)."""
-        params = {
-            "trees_per_generation": self.trees_per_generation,
-            "max_features": self.max_features,
-            "max_depth": self.max_depth,
-            "min_samples_leaf": self.min_samples_leaf,
-            "min_category_size": self.min_category_size,
-            "split_features": self.split_features,
-            "policy": self.policy,
-            "feature_sampling": self.feature_sampling,
-            "max_subspace": self.max_subspace,
-            "prune_threshold": self.prune_threshold,
-            "max_generations": self.max_generations,
-            "task": self.task,
-            "oob_score": self.oob_score,
-            "random_state": self.random_state,
-        }
-        return {k: v.item() if isinstance(v, np.generic) else v for k, v in params.items()}
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's parameters as plain Python values (JSON-able), as in scikit-learn.
 
-    def _check_params(self) -> None:
-        def positive_int(name: str, v: Any, allow_none: bool = False) -> None:
-            if v is None and allow_none:
-                return
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {v!r}")
+        Examples
+        --------
+        >>> FeatureStreamForest(trees_per_generation=7).get_params()["trees_per_generation"]
+        7
+        """
+        return {k: v.item() if isinstance(v, np.generic) else v for k, v in ((k, getattr(self, k)) for k in PARAMS)}
 
-        positive_int("trees_per_generation", self.trees_per_generation)
-        positive_int("max_depth", self.max_depth, allow_none=True)
-        positive_int("max_subspace", self.max_subspace, allow_none=True)
-        positive_int("max_generations", self.max_generations, allow_none=True)
-        if self.max_generations is not None and self.max_generations < 2:
-            raise ValueError(f"max_generations must be at least 2, got {self.max_generations}")
-        mf = self.max_features
-        if isinstance(mf, bool) or not isinstance(mf, (int, float, np.integer, np.floating)):
-            raise TypeError(f"max_features must be a float in (0, 1] or a positive int, got {mf!r}")
-        if isinstance(mf, (float, np.floating)) and not 0 < mf <= 1:
-            raise ValueError(f"max_features as a share must be in (0, 1], got {mf}")
-        if isinstance(mf, (int, np.integer)) and mf < 1:
-            raise ValueError(f"max_features as a count must be >= 1, got {mf}")
-        if not (isinstance(self.min_samples_leaf, (int, float)) and self.min_samples_leaf >= 1):
-            raise ValueError(f"min_samples_leaf must be a number >= 1, got {self.min_samples_leaf!r}")
-        if not (isinstance(self.min_category_size, (int, float)) and self.min_category_size >= 0):
-            raise ValueError(f"min_category_size must be a number >= 0, got {self.min_category_size!r}")
-        sf = self.split_features
-        if sf is not None and sf != "auto" and (
-            isinstance(sf, bool) or not isinstance(sf, (int, float)) or not 0 < sf <= 1
-        ):
-            raise ValueError(f"split_features must be in (0, 1], None or 'auto', got {sf!r}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
-        if self.feature_sampling not in FEATURE_SAMPLING:
-            raise ValueError(f"feature_sampling must be one of {FEATURE_SAMPLING}, got {self.feature_sampling!r}")
-        if not isinstance(self.prune_threshold, (int, float)) or not 0 <= self.prune_threshold < 1:
-            raise ValueError(f"prune_threshold must be in [0, 1), got {self.prune_threshold!r}")
-        if self.task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+    def set_params(self, **params: Any) -> FeatureStreamForest:
+        """Set parameters, as in scikit-learn; bad values are refused and leave the forest as it was.
+
+        Changes apply to the generations grown afterwards. The task cannot change once samples are known.
+
+        Examples
+        --------
+        >>> f = FeatureStreamForest().set_params(max_depth=4, random_state=3)
+        >>> f.max_depth, f.get_params()["random_state"]
+        (4, 3)
+        """
+        unknown = sorted(set(params) - set(PARAMS))
+        if unknown:
+            raise ValueError(f"unknown parameters {unknown} (parameters: {list(PARAMS)})")
+        if "task" in params and params["task"] != self.task and self._store is not None:
+            raise ValueError("task cannot change once the forest has samples")
+        inputs.check_params({**self.get_params(), **params})
+        for k, v in params.items():
+            setattr(self, k, v)
+        if "random_state" in params:
+            rs = params["random_state"]
+            self._seed = int(rs) if rs is not None else secrets.randbits(63)
+        return self
+
+    def state(self) -> ForestState:
+        """What the forest is made of (:class:`~streamforest.state.ForestState`): what :meth:`save` writes and
+        :meth:`from_state` rebuilds from. It shares its arrays with the forest: read it, do not change it."""
+        return ForestState(
+            params=self.get_params(), seed=self._seed, binners=list(self._columns.binners), classes=self.classes_,
+            ledger=self._ledger, generations=list(self._generations), next_generation=self._next_generation,
+            model_version=self.model_version_, columns=None if self._store is None else self._store.view(),
+            y_cls=self._y_cls, y_reg=self._y_reg, oob_sum=self._oob.sum, oob_count=self._oob.count,
+            oob_log_ref=self._oob.log_ref,
+        )
+
+    @classmethod
+    def from_state(cls, state: ForestState) -> FeatureStreamForest:
+        """The forest whose :meth:`state` this is; it continues learning exactly where that forest was.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=4, random_state=0).fit(X, y)
+        >>> g = FeatureStreamForest.from_state(f.state())
+        >>> bool((g.predict_proba(X) == f.predict_proba(X)).all()), g.model_version_ == f.model_version_
+        (True, True)
+        """
+        forest = cls(**state.params)
+        forest._seed = int(state.seed)
+        forest._columns = FeatureColumns(state.binners)
+        forest.classes_ = state.classes
+        # The state may be another live forest's: nothing that either forest changes in place is shared.
+        forest._ledger = state.ledger.copy()
+        forest._next_generation = int(state.next_generation)
+        forest.model_version_ = int(state.model_version)
+        # Removed generations are not part of the state: encodings from before it are re-encoded, not patched.
+        forest._delta_floor = forest.model_version_
+        if state.columns is not None:
+            forest._store = ColumnStore.from_array(np.asarray(state.columns))
+        forest._y_cls = state.y_cls
+        forest._y_reg = state.y_reg
+        forest._oob = OutOfBag(state.oob_sum.copy(), state.oob_count.copy(), state.oob_log_ref)
+        forest._generations = [dataclasses.replace(g) for g in state.generations]
+        return forest
 
     def _reset(self) -> None:
-        self.feature_names_: list[str] = []
-        self._binners: list[ColumnBinner] = []
+        self._columns = FeatureColumns()
         self._store: ColumnStore | None = None
         self._y_cls = np.zeros(0, dtype=np.int32)
         self._y_reg = np.zeros(0, dtype=np.float64)
@@ -286,13 +273,10 @@ class FeatureStreamForest:
         self._generations: list[Generation] = []
         self._next_generation = 0
         self.model_version_ = 0
-        self._graveyard: list[tuple[int, Generation]] = []
+        self._graveyard = Graveyard()
         self._delta_floor = 0
-        self._packed: tuple[Trees, np.ndarray, np.ndarray] | None = None
-        self._oob_sum = np.zeros((0, 0))
-        self._oob_count = np.zeros(0)
-        self._oob_log_ref = 0.0
-        self._row_binner: tuple[list[ColumnBinner], int, RowBinner] | None = None
+        self._packed: AliveTrees | None = None
+        self._oob = OutOfBag(np.zeros((0, 0)), np.zeros(0), 0.0)
         self._node_table: tuple[tuple, tuple, encoding.NodeTable] | None = None
 
     @property
@@ -306,7 +290,12 @@ class FeatureStreamForest:
 
     @property
     def n_features_in_(self) -> int:
-        return len(self.feature_names_)
+        return len(self._columns)
+
+    @property
+    def feature_names_in_(self) -> np.ndarray:
+        """The features' names in arrival order (an object array, as in scikit-learn)."""
+        return np.array(self._columns.names, dtype=object)
 
     @property
     def n_trees_(self) -> int:
@@ -315,157 +304,14 @@ class FeatureStreamForest:
     @property
     def generations_(self) -> list[dict[str, Any]]:
         """Alive generations: id, forced feature(s), weight share, log weight, number of trees."""
-        w = shares(np.array([g.log_weight for g in self._generations]))
+        w = weight_shares(self._generations)
         return [
             {"id": g.id, "forced": list(g.forced), "weight_share": float(s), "log_weight": g.log_weight,
              "n_trees": g.n_trees}
             for g, s in zip(self._generations, w, strict=True)
         ]
 
-    # ------------------------------------------------------------------ input checks
-
-    def _set_target(self, y: Any) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D, got shape {y.shape}")
-        if y.size == 0:
-            raise ValueError("y is empty")
-        if self.task == "regression":
-            try:
-                yr = y.astype(np.float64)
-            except (TypeError, ValueError):
-                raise TypeError("regression targets must be numbers") from None
-            if not np.isfinite(yr).all():
-                raise ValueError("y contains NaN or infinite values")
-            self._y_reg = yr
-            self._y_cls = np.zeros(y.size, dtype=np.int32)
-            return y
-        if y.dtype.kind == "f" and np.isnan(y).any():
-            raise ValueError("y contains NaN labels")
-        if y.dtype.kind == "O" and any(v is None or (isinstance(v, float) and math.isnan(v)) for v in y):
-            raise ValueError("y contains missing labels")
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(f"y has a single class ({classes[0]!r}): at least two are needed")
-        self.classes_ = classes
-        self._y_cls = codes.astype(np.int32)
-        self._y_reg = np.zeros(y.size, dtype=np.float64)
-        return y
-
-    def _encode_labels(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if self.task == "regression":
-            try:
-                yr = np.asarray(y, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise TypeError("regression targets must be numbers") from None
-            if not np.isfinite(yr).all():
-                raise ValueError("y contains NaN or infinite values")
-            return np.zeros(yr.size, dtype=np.int32), yr
-        if y.dtype.kind == "f" and np.isnan(y).any():
-            raise ValueError("y contains NaN labels")
-        pos = np.searchsorted(self.classes_, y)
-        pos = np.clip(pos, 0, len(self.classes_) - 1)
-        bad = self.classes_[pos] != y
-        if bad.any():
-            raise ValueError(f"y contains classes not seen on the first call: {sorted(set(y[bad].tolist()))[:5]}")
-        return pos.astype(np.int32), np.zeros(y.size, dtype=np.float64)
-
-    def _bin_inputs(self, X: Any, what: str = "X") -> np.ndarray:
-        """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
-        d = self.n_features_in_
-        if isinstance(X, Mapping) or (hasattr(X, "keys") and hasattr(X, "__getitem__") and not hasattr(X, "shape")):
-            return self._bin_mapping(X, what)
-        if hasattr(X, "columns") and hasattr(X, "__getitem__"):  # a data frame: by column name
-            return self._bin_mapping({str(c): X[c] for c in X.columns}, what)
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"{what} must be 2-D (samples x features), got shape {X.shape}")
-        if X.shape[1] != d:
-            raise ValueError(f"{what} has {X.shape[1]} columns; the forest has {d} features (in arrival order)")
-        out = np.empty((d, X.shape[0]), dtype=np.uint8)
-        for j, b in enumerate(self._binners):
-            out[j] = b.transform(X[:, j])
-        return out
-
-    def _bin_mapping(self, X: Mapping, what: str) -> np.ndarray:
-        names = [str(k) for k in X.keys()]
-        known = set(self.feature_names_)
-        unknown = [k for k in names if k not in known]
-        if unknown:
-            raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
-        given = set(names)
-        missing = [k for k in self.feature_names_ if k not in given]
-        if missing:
-            raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
-        by_name = {str(k): k for k in X.keys()}
-        row = [X[by_name[name]] for name in self.feature_names_]
-        if all(isinstance(v, _SCALARS) for v in row):
-            bins = self._bin_row(row)
-            if bins is not None:
-                return bins[:, None]
-        lengths = {np.asarray(X[k]).shape[0] if np.ndim(X[k]) else 1 for k in X.keys()}
-        if len(lengths) != 1:
-            raise ValueError(f"{what}: columns differ in length ({sorted(lengths)})")
-        m = lengths.pop()
-        out = np.empty((self.n_features_in_, m), dtype=np.uint8)
-        for j, (name, b) in enumerate(zip(self.feature_names_, self._binners, strict=True)):
-            out[j] = b.transform(np.atleast_1d(np.asarray(X[by_name[name]])))
-        return out
-
-    def _bin_row(self, row: list[Any]) -> np.ndarray | None:
-        """Bins of one sample given as one scalar per feature (arrival order); None if it needs the column path."""
-        cached = self._row_binner
-        # Binners are only ever appended to (or the list replaced, by fit and load): the list and its length
-        # identify what the cached row binner was built from.
-        if cached is None or cached[0] is not self._binners or cached[1] != len(self._binners):
-            cached = self._row_binner = (self._binners, len(self._binners), RowBinner(self._binners))
-        return cached[2].transform(row)
-
-    # ------------------------------------------------------------------ growing
-
-    def _split_ks(self, subspaces: list[np.ndarray]) -> np.ndarray:
-        """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
-        share = self.split_features
-        if share == "auto":
-            if not sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace):
-                return np.zeros(len(subspaces), dtype=np.int64)
-            # Once capped, the subspace is already the useful part of the stream: Breiman's sqrt(d) per split keeps
-            # a split's cost O(sqrt(max_subspace)) and decorrelates trees that share the important features.
-            return np.array([math.ceil(math.sqrt(len(s))) for s in subspaces], dtype=np.int64)
-        return np.array([0 if share is None else max(1, math.ceil(share * len(s))) for s in subspaces], dtype=np.int64)
-
-    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray) -> Trees:
-        is_nominal = np.array([b.is_nominal for b in self._binners], dtype=np.bool_)
-        return grow(
-            self._store.data, self._store.n_samples, self._y_cls, self._y_reg, self._n_classes, subspaces, seeds,
-            is_nominal, max_depth=self.max_depth if self.max_depth is not None else 10_000,
-            min_samples_leaf=self.min_samples_leaf, split_features=split_ks,
-            min_category_weight=self.min_category_size,
-        )
-
-    def _seeds(self, generation: int, n_trees: int) -> np.ndarray:
-        return np.array([derive_seed(self._seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
-
-    def _uniform_masks(self, generation: int) -> np.ndarray:
-        """Subspaces where every feature joins with the same probability (the offline forest, refreshes)."""
-        d = self.n_features_in_
-        rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
-        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
-        return sampling.uniform(rng, self.trees_per_generation, d, k / d)
-
-    def _sample_masks(self, generation: int) -> np.ndarray:
-        d = self.n_features_in_
-        T = self.trees_per_generation
-        rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
-        k = sampling.subspace_size(d, self.max_features, self.max_subspace)
-        p_old = (k - 1.0) / (d - 1.0) if d > 1 else 1.0
-        if self.policy == "baseline":
-            return sampling.uniform(rng, T, d, min(1.0, p_old))
-        by_importance = self.feature_sampling == "importance" or (
-            self.feature_sampling == "auto" and sampling.is_capped(d, self.max_features, self.max_subspace)
-        )
-        imp = self._importance_vector() if by_importance and self._generations else None
-        return sampling.challenger(rng, T, sampling.old_feature_probabilities(d, k, imp))
+    # ------------------------------------------------------------------ the stream of features (Algorithm 1)
 
     def add_feature(self, name: str, values: Any, y: Any = None, kind: str | None = None) -> FeatureReport:
         """A feature arrives: bin it, grow a generation that uses it, weigh it, prune.
@@ -482,15 +328,72 @@ class FeatureStreamForest:
             ``"numeric"`` or ``"nominal"``; inferred from the values when omitted.
         """
         start = time.perf_counter()
+        binner, binned = self._check_feature(name, values, y, kind)
+        if self._store is None:
+            self._set_labels(y)
+            self._store = ColumnStore(binned.shape[0])
+            self._clear_oob()
+        self._columns.append(binner)
+        self._store.add_column(binned)
+
+        before = self._oob_value() if self._generations else None
+        gen_id = self._new_generation_id()
+        masks = self._arrival_masks(gen_id)
+        use = masks.sum(axis=0).astype(np.float64)
+        log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
+        self._add_generation(gen_id, [name], log_w, masks)
+        return self._settle(name, before, start)
+
+    def refresh(self) -> FeatureReport:
+        """Grow a generation with no forced feature on the current samples, so that the forest follows them.
+
+        Its trees use uniformly sampled subspaces (each feature with probability ``max_features``, as in
+        :meth:`fit`). Under the ``"challenger"`` policy it is weighted like a challenger whose forced "feature" is
+        the fresh training set (:meth:`streamforest.bookkeeping.WeightLedger.refresh`): about ``1 / (1 - mtry)``
+        times the newest generation, so older generations decay geometrically and get pruned, while every feature
+        gains the same expected weighted use and a later :meth:`add_feature` is weighted on the same scale. Under
+        ``"baseline"`` all generations weigh the same. Pruning and the ``max_generations`` budget apply as in
+        :meth:`add_feature`.
+
+        Returns
+        -------
+        FeatureReport
+            With ``feature == ""`` and ``importance == 0``; the out-of-bag scores before and after (see
+            :meth:`set_samples` for which generations they count).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(300, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=6, random_state=0).fit(X, y)
+        >>> r = f.refresh()
+        >>> r.feature, r.generation, [g["forced"] for g in f.generations_], round(r.weight_share, 1)   # about 2/3
+        ('', 1, [[], []], 0.7)
+        """
+        start = time.perf_counter()
+        self._check_fitted()
+        before = self._oob_value()
+        gen_id = self._new_generation_id()
+        masks = self._uniform_masks(gen_id)
+        use = masks.sum(axis=0).astype(np.float64)
+        if self.policy == "challenger":
+            log_w = self._ledger.refresh(use, self.trees_per_generation)
+        else:
+            log_w = self._ledger.uniform(use)
+        self._add_generation(gen_id, [], log_w, masks)
+        return self._settle("", before, start)
+
+    def _check_feature(self, name: Any, values: Any, y: Any, kind: str | None) -> tuple[ColumnBinner, np.ndarray]:
+        """Refuse a bad feature before anything changes; its binner and bins."""
         if not isinstance(name, str) or not name:
             raise TypeError(f"a feature name must be a non-empty string, got {name!r}")
-        if name in self.feature_names_:
+        if name in self._columns.names:
             raise ValueError(f"duplicate feature name {name!r}")
         values = np.asarray(values)
         if values.ndim != 1:
             raise ValueError(f"feature {name!r}: values must be 1-D, got shape {values.shape}")
-        first = self._store is None
-        if first:
+        if self._store is None:
             if y is None:
                 raise ValueError("y (the training labels) is required on the first call to add_feature")
             y_arr = np.asarray(y)
@@ -502,24 +405,62 @@ class FeatureStreamForest:
             raise ValueError(f"feature {name!r} has {values.shape[0]} values; the forest has {self.n_samples_} samples")
         binner = ColumnBinner.fit(name, values, kind)
         binned = binner.transform(values)
-        if first:
-            self._set_target(y)
-            self._store = ColumnStore(values.shape[0])
-            self._clear_oob()
-        elif y is not None:
+        if self._store is not None and y is not None:
             self._check_same_labels(y)
-        self._binners.append(binner)
-        self.feature_names_.append(name)
-        self._store.add_column(binned)
+        return binner, binned
 
-        before = self._oob_value() if self._generations else None
+    def _check_same_labels(self, y: Any) -> None:
+        y = np.asarray(y)
+        if y.shape != (self.n_samples_,):
+            raise ValueError(f"y has {y.shape} labels; the forest has {self.n_samples_} samples")
+        codes, yr = inputs.later_labels(y, self.task, self.classes_)
+        if not (np.array_equal(codes, self._y_cls) and np.array_equal(yr, self._y_reg)):
+            raise ValueError("y differs from the labels given earlier (use add_samples for new samples)")
+
+    def _set_labels(self, y: Any) -> None:
+        self.classes_, self._y_cls, self._y_reg = inputs.first_labels(y, self.task)
+
+    def _new_generation_id(self) -> int:
         gen_id = self._next_generation
         self._next_generation += 1
-        masks = self._sample_masks(gen_id)
-        use = masks.sum(axis=0).astype(np.float64)
-        log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
-        self._add_generation(gen_id, [name], log_w, sampling.masks_to_subspaces(masks))
-        return self._settle(name, before, start)
+        return gen_id
+
+    # ------------------------------------------------------------------ growing a generation
+
+    def _training(self) -> growth.TrainingSet:
+        return growth.TrainingSet(self._store.data, self._store.n_samples, self._y_cls, self._y_reg,
+                                  self._n_classes, self._columns.is_nominal())
+
+    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray) -> Trees:
+        settings = growth.TreeSettings(self.max_depth, self.min_samples_leaf, self.min_category_size)
+        return growth.grow_trees(self._training(), subspaces, seeds, split_ks, settings)
+
+    def _capped(self) -> bool:
+        return sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)
+
+    def _uniform_masks(self, gen_id: int) -> np.ndarray:
+        return growth.uniform_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
+                                    self.max_features, self.max_subspace)
+
+    def _arrival_masks(self, gen_id: int) -> np.ndarray:
+        by_importance = self.feature_sampling == "importance" or (self.feature_sampling == "auto" and self._capped())
+        imp = self._importance_vector() if by_importance and self._generations and self.policy != "baseline" \
+            else None
+        return growth.arrival_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
+                                    self.max_features, self.max_subspace, self.policy == "baseline", imp)
+
+    def _add_generation(self, gen_id: int, forced: list[str], log_w: float, masks: np.ndarray) -> None:
+        subspaces = sampling.masks_to_subspaces(masks)
+        seeds = growth.tree_seeds(self._seed, gen_id, len(subspaces))
+        split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
+        trees = self._grow(subspaces, seeds, split_ks)
+        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
+                         split_ks=split_ks)
+        self._generations.append(gen)
+        self._packed = None
+        self._oob_apply(gen, +1.0)
+
+    # ------------------------------------------------------------------ pruning and the budget of generations
 
     def _settle(self, feature: str, before: float | None, start: float) -> FeatureReport:
         """After a new generation (the newest; ``max_generations >= 2`` never merges it): prune, keep the budget,
@@ -528,42 +469,24 @@ class FeatureStreamForest:
         pruned = self._prune()
         merged = self._enforce_budget()
         after = self._oob_value()
-        share = float(shares(np.array([g.log_weight for g in self._generations]))[-1])
+        share = float(weight_shares(self._generations)[-1])
         importance = float(self._importance_vector()[-1]) if feature else 0.0
         self._bump_version()
         return FeatureReport(
             feature=feature, generation=gen.id, log_weight=gen.log_weight, weight_share=share, n_trees=gen.n_trees,
-            pruned=pruned, merged=merged, importance=importance, oob_metric=self._oob_metric_name(),
+            pruned=pruned, merged=merged, importance=importance, oob_metric=metric_name(self.task, self._n_classes),
             oob_before=before, oob_after=after, seconds=time.perf_counter() - start,
         )
-
-    def _check_same_labels(self, y: Any) -> None:
-        y = np.asarray(y)
-        if y.shape != (self.n_samples_,):
-            raise ValueError(f"y has {y.shape} labels; the forest has {self.n_samples_} samples")
-        codes, yr = self._encode_labels(y)
-        if not (np.array_equal(codes, self._y_cls) and np.array_equal(yr, self._y_reg)):
-            raise ValueError("y differs from the labels given earlier (use add_samples for new samples)")
-
-    def _add_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray]) -> None:
-        seeds = self._seeds(gen_id, len(subspaces))
-        split_ks = self._split_ks(subspaces)
-        trees = self._grow(subspaces, seeds, split_ks)
-        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
-                         split_ks=split_ks)
-        self._generations.append(gen)
-        self._packed = None
-        self._oob_apply(gen, +1.0)
 
     def _prune(self) -> list[int]:
         if self.prune_threshold <= 0 or len(self._generations) < 2:
             return []
-        w = shares(np.array([g.log_weight for g in self._generations]))
+        w = weight_shares(self._generations)
         newest = self._generations[-1]
         drop = [g for g, s in zip(self._generations, w, strict=True) if s < self.prune_threshold and g is not newest]
         for g in drop:
             self._oob_apply(g, -1.0)
-            self._bury(g)
+            self._graveyard.bury(g, died=self.model_version_ + 1)
         self._generations = [g for g in self._generations if all(g is not d for d in drop)]
         if drop:
             self._packed = None
@@ -575,96 +498,37 @@ class FeatureStreamForest:
             a, b = self._generations[0], self._generations[1]
             self._oob_apply(a, -1.0)
             self._oob_apply(b, -1.0)
-            la, lb = a.log_weight, b.log_weight
-            total = float(np.logaddexp(la, lb))
-            T = self.trees_per_generation
-            n_a = round(T * math.exp(la - total))
-            n_a = min(n_a, a.n_trees)
-            n_b = min(T - n_a, b.n_trees)
-            trees = concat([a.trees.take(np.arange(n_a)), b.trees.take(np.arange(n_b))])
-            gen = Generation(
-                id=a.id, forced=a.forced + b.forced, log_weight=total, trees=trees,
-                subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
-                seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=self.model_version_ + 1,
-                split_ks=np.concatenate([a.split_ks[:n_a], b.split_ks[:n_b]]),
-                in_oob=a.in_oob and b.in_oob,
-            )
-            self._bury(a)
-            self._bury(b)
+            gen = merge(a, b, self.trees_per_generation, born=self.model_version_ + 1)
+            self._graveyard.bury(a, died=self.model_version_ + 1)
+            self._graveyard.bury(b, died=self.model_version_ + 1)
             self._generations[:2] = [gen]
             self._oob_apply(gen, +1.0)
             self._packed = None
             merged.append(b.id)
         return merged
 
-    def _bury(self, gen: Generation) -> None:
-        """Keep a removed generation for a while, so that encodings can be updated by a delta."""
-        died = self.model_version_ + 1
-        self._graveyard = [(v, g) for v, g in self._graveyard if v > died - DELTA_WINDOW] + [(died, gen)]
-
     def _bump_version(self) -> None:
         self.model_version_ += 1
-        self._graveyard = [(v, g) for v, g in self._graveyard if v > self.model_version_ - DELTA_WINDOW]
+        self._graveyard.forget_before(self.model_version_)
 
-    # ------------------------------------------------------------------ out-of-bag bookkeeping
+    # ------------------------------------------------------------------ out-of-bag score
 
     def _oob_apply(self, gen: Generation, sign: float) -> None:
-        """Add (sign +1) or remove (-1) a generation's out-of-bag votes, kept relative to a reference weight."""
-        if not self.oob_score or not gen.in_oob:
-            return
-        if gen._oob_votes is not None:
-            votes, counts = gen._oob_votes
-        else:
-            votes, counts = route.out_of_bag(
-                gen.trees, self._store.data, self._store.n_samples, self._y_cls, self._n_classes, gen.seeds
-            )
-        # Recomputing gives the very same numbers, so whether a generation is cached changes speed, never results.
-        cached = sum(g._oob_votes[0].nbytes + g._oob_votes[1].nbytes for g in self._generations
-                     if g._oob_votes is not None and g is not gen)
-        keep = sign > 0 and cached + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
-        gen._oob_votes = (votes, counts) if keep else None
-        if sign > 0 and gen.log_weight > self._oob_log_ref:
-            scale = math.exp(self._oob_log_ref - gen.log_weight) if self._oob_count.any() else 0.0
-            self._oob_sum *= scale
-            self._oob_count *= scale
-            self._oob_log_ref = gen.log_weight
-        factor = sign * math.exp(gen.log_weight - self._oob_log_ref) / gen.n_trees
-        self._oob_sum += factor * votes
-        self._oob_count += factor * counts
-
-    def _oob_metric_name(self) -> str:
-        if self.task == "regression":
-            return "r2"
-        return "auc" if self._n_classes == 2 else "log_loss"
+        if self.oob_score:
+            self._oob.apply(gen, sign, self._training(), self._generations)
 
     def _oob_value(self) -> float | None:
-        if not self.oob_score or not self._oob_count.size:
+        if not self.oob_score:
             return None
-        top = float(self._oob_count.max())
-        ok = self._oob_count > 1e-9 * top if top > 0 else np.zeros_like(self._oob_count, dtype=bool)
-        if ok.sum() < 2:
-            return None
-        pred = self._oob_sum[ok] / self._oob_count[ok, None]
-        if self.task == "regression":
-            return r2(self._y_reg[ok], pred[:, 0])
-        if self._n_classes == 2:
-            return roc_auc(self._y_cls[ok] == 1, pred[:, 1])
-        return log_loss(self._y_cls[ok], pred)
+        return self._oob.score(self.task, self._n_classes, self._y_cls, self._y_reg)
 
     def _clear_oob(self) -> None:
         """Empty out-of-bag sums for the current samples; no generation's votes in them (or cached) any more."""
-        self._oob_sum = np.zeros((self.n_samples_, max(self._n_classes, 1)))
-        self._oob_count = np.zeros(self.n_samples_)
-        self._oob_log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        self._oob = OutOfBag.empty(self.n_samples_, self._n_classes, log_ref)
         for g in self._generations:
             g.in_oob = False
-            g._oob_votes = None
-
-    def _recompute_oob(self) -> None:
-        self._clear_oob()
-        for g in self._generations:
-            g.in_oob = True
-            self._oob_apply(g, +1.0)
+            g.oob_votes = None
 
     # ------------------------------------------------------------------ more samples, offline fit
 
@@ -672,22 +536,23 @@ class FeatureStreamForest:
         """More labelled samples; every alive generation is regrown on all samples with the same subspaces."""
         if self._store is None:
             raise ValueError("add_samples needs at least one feature first (call add_feature with y)")
-        Xb = self._bin_inputs(X_rows, "X_rows")
+        Xb = self._columns.bin(X_rows, "X_rows")
         y_rows = np.asarray(y_rows)
         if y_rows.ndim != 1 or y_rows.shape[0] != Xb.shape[1]:
             raise ValueError(f"y_rows must be 1-D with one label per row ({Xb.shape[1]}), got shape {y_rows.shape}")
-        codes, yr = self._encode_labels(y_rows)
+        codes, yr = inputs.later_labels(y_rows, self.task, self.classes_)
         self._store.add_rows(Xb)
         self._y_cls = np.concatenate([self._y_cls, codes])
         self._y_reg = np.concatenate([self._y_reg, yr])
         for g in self._generations:
-            g.trees = self._grow(g.subspaces, g.seeds, g.split_ks)
-            g._importance = None
-            g.born = self.model_version_ + 1
+            g.regrown(self._grow(g.subspaces, g.seeds, g.split_ks), born=self.model_version_ + 1)
         self._packed = None
-        self._recompute_oob()
+        self._clear_oob()
+        for g in self._generations:
+            g.in_oob = True
+            self._oob_apply(g, +1.0)
         # Every tree changed: encodings from before cannot be patched, only recomputed.
-        self._graveyard = []
+        self._graveyard.clear()
         self._bump_version()
         self._delta_floor = self.model_version_
 
@@ -727,109 +592,59 @@ class FeatureStreamForest:
         """
         if self._store is None:
             raise ValueError("set_samples needs at least one feature first (call add_feature with y, or fit)")
-        Xb = np.ascontiguousarray(self._bin_inputs(X, "X"))
+        Xb = np.ascontiguousarray(self._columns.bin(X, "X"))
         y = np.asarray(y)
         if y.ndim != 1 or y.shape[0] != Xb.shape[1]:
             raise ValueError(f"y must be 1-D with one label per sample ({Xb.shape[1]}), got shape {y.shape}")
         if y.size == 0:
             raise ValueError("set_samples needs at least one sample")
-        codes, yr = self._encode_labels(y)
+        codes, yr = inputs.later_labels(y, self.task, self.classes_)
         self._store = ColumnStore.from_array(Xb)
         self._y_cls, self._y_reg = codes, yr
         self._clear_oob()
-        self._graveyard = []
+        self._graveyard.clear()
         self._bump_version()
         self._delta_floor = self.model_version_
-
-    def refresh(self) -> FeatureReport:
-        """Grow a generation with no forced feature on the current samples, so that the forest follows them.
-
-        Its trees use uniformly sampled subspaces (each feature with probability ``max_features``, as in
-        :meth:`fit`). Under the ``"challenger"`` policy it is weighted like a challenger whose forced "feature" is
-        the fresh training set (:meth:`streamforest.bookkeeping.WeightLedger.refresh`): about ``1 / (1 - mtry)``
-        times the newest generation, so older generations decay geometrically and get pruned, while every feature
-        gains the same expected weighted use and a later :meth:`add_feature` is weighted on the same scale. Under
-        ``"baseline"`` all generations weigh the same. Pruning and the ``max_generations`` budget apply as in
-        :meth:`add_feature`.
-
-        Returns
-        -------
-        FeatureReport
-            With ``feature == ""`` and ``importance == 0``; the out-of-bag scores before and after (see
-            :meth:`set_samples` for which generations they count).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> rng = np.random.default_rng(0)
-        >>> X = rng.normal(size=(300, 3)); y = (X[:, 0] > 0).astype(int)
-        >>> f = FeatureStreamForest(trees_per_generation=6, random_state=0).fit(X, y)
-        >>> r = f.refresh()
-        >>> r.feature, r.generation, [g["forced"] for g in f.generations_], round(r.weight_share, 1)   # about 2/3
-        ('', 1, [[], []], 0.7)
-        """
-        start = time.perf_counter()
-        self._check_fitted()
-        before = self._oob_value()
-        gen_id = self._next_generation
-        self._next_generation += 1
-        masks = self._uniform_masks(gen_id)
-        use = masks.sum(axis=0).astype(np.float64)
-        if self.policy == "challenger":
-            log_w = self._ledger.refresh(use, self.trees_per_generation)
-        else:
-            log_w = self._ledger.uniform(use)
-        self._add_generation(gen_id, [], log_w, sampling.masks_to_subspaces(masks))
-        return self._settle("", before, start)
 
     def fit(self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> FeatureStreamForest:
         """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
         self._reset()
-        if isinstance(X, Mapping):
-            names = [str(k) for k in X]
-            columns = [np.asarray(X[k]) for k in X]
-        else:
-            X = np.asarray(X)
-            if X.ndim != 2:
-                raise ValueError(f"X must be 2-D (samples x features), got shape {X.shape}")
-            names = [f"x{j}" for j in range(X.shape[1])]
-            columns = [X[:, j] for j in range(X.shape[1])]
-        if len(set(names)) != len(names):
-            raise ValueError("duplicate feature names in X")
+        names, columns = inputs.named_columns(X)
         y_arr = np.asarray(y)
-        if not columns:
-            raise ValueError("X has no features")
         for name, col in zip(names, columns, strict=True):
             if col.shape[0] != y_arr.shape[0]:
                 raise ValueError(f"feature {name!r} has {col.shape[0]} values but y has {y_arr.shape[0]} labels")
-        self._set_target(y_arr)
+        self._set_labels(y_arr)
         self._store = ColumnStore(y_arr.shape[0])
         for name, col in zip(names, columns, strict=True):
             b = ColumnBinner.fit(name, col, (kinds or {}).get(name))
-            self._binners.append(b)
-            self.feature_names_.append(name)
+            self._columns.append(b)
             self._store.add_column(b.transform(col))
         masks = self._uniform_masks(0)
         log_w = self._ledger.uniform(masks.sum(axis=0).astype(np.float64))
         self._next_generation = 1
         self._clear_oob()
-        self._add_generation(0, [], log_w, sampling.masks_to_subspaces(masks))
+        self._add_generation(0, [], log_w, masks)
         self._bump_version()
         self._delta_floor = self.model_version_
         return self
 
     # ------------------------------------------------------------------ prediction
 
-    def _forest(self) -> tuple[Trees, np.ndarray, np.ndarray]:
+    def alive_trees(self) -> AliveTrees:
         """All alive trees packed for routing, each tree's weight (summing to 1) and each tree's seed."""
+        self._check_fitted()
         if self._packed is None:
-            w = shares(np.array([g.log_weight for g in self._generations]))
-            tree_w = np.concatenate(
-                [np.full(g.n_trees, s / g.n_trees) for g, s in zip(self._generations, w, strict=True)]
-            )
-            trees, seeds = _pack(self._generations)
-            self._packed = (trees, tree_w, seeds)
+            trees, seeds = pack(self._generations)
+            self._packed = AliveTrees(trees, tree_weights(self._generations), seeds)
         return self._packed
+
+    def binned(self, X: Any, what: str = "X") -> np.ndarray:
+        """Samples binned as the trees see them: C-contiguous ``uint8``, shape ``(n_features, n_samples)``.
+
+        ``X`` is a 2-D array with the features in arrival order, or a mapping name -> column (or one value each).
+        """
+        return np.ascontiguousarray(self._columns.bin(X, what))
 
     def _check_fitted(self) -> None:
         if not self._generations:
@@ -837,8 +652,8 @@ class FeatureStreamForest:
 
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
-        Xb = np.ascontiguousarray(self._bin_inputs(X))
-        trees, tree_w, _ = self._forest()
+        Xb = self.binned(X)
+        trees, tree_w, _ = self.alive_trees()
         return route.weighted_values(trees, Xb, Xb.shape[1], tree_w)
 
     def predict_proba(self, X: Any) -> np.ndarray:
@@ -861,7 +676,7 @@ class FeatureStreamForest:
     def encode(
         self,
         X: Any,
-        n_components: int | None = 2**18,
+        n_components: int | None = DEFAULT_N_COMPONENTS,
         values: str = "binary",
         leaves_only: bool = False,
         missing: str = "default",
@@ -906,8 +721,8 @@ class FeatureStreamForest:
         ((3, 1024), True)
         """
         self._check_fitted()
-        Xb = np.ascontiguousarray(self._bin_inputs(X))
-        trees, tree_w, seeds = packed = self._forest()
+        Xb = self.binned(X)
+        trees, tree_w, seeds = packed = self.alive_trees()
         keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
         encoding.check_arguments(n_components, values, missing)
         # The node table is rebuilt only when the packed forest or the arguments change (a new tuple per change).
@@ -915,12 +730,13 @@ class FeatureStreamForest:
         cached = self._node_table
         if cached is None or cached[0] is not packed or cached[1] != arguments:
             cached = self._node_table = (packed, arguments, encoding.node_table(trees, seeds, tree_w, *arguments))
-        with route.threads_for(Xb.shape[1]):
+        with threads_for(Xb.shape[1]):
             return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
                                           signed, keys, table=cached[2])
 
-    def encode_delta(self, X: Any, since: int, n_components: int | None = 2**18, leaves_only: bool = False,
-                     missing: str = "default", signed: bool = False, sample_ids: Any = None) -> sp.csr_matrix:
+    def encode_delta(self, X: Any, since: int, n_components: int | None = DEFAULT_N_COMPONENTS,
+                     leaves_only: bool = False, missing: str = "default", signed: bool = False,
+                     sample_ids: Any = None) -> sp.csr_matrix:
         """What to add to a binary encoding made at model version ``since`` to get the current one.
 
         Only the generations grown or removed since then change; the delta encodes the new generations' nodes with
@@ -966,14 +782,14 @@ class FeatureStreamForest:
         if n_components is None:
             raise ValueError("encode_delta needs hashed encodings (unhashed column ids change with the forest)")
         encoding.check_arguments(n_components, "binary", missing)
-        Xb = np.ascontiguousarray(self._bin_inputs(X))
+        Xb = self.binned(X)
         added = [g for g in self._generations if g.born > since]
-        removed = [g for died, g in self._graveyard if died > since and g.born <= since]
+        removed = self._graveyard.removed_since(since)
         keys = encoding.sample_keys_from_ids(sample_ids, Xb.shape[1]) if sample_ids is not None else None
         out = sp.csr_matrix((Xb.shape[1], n_components), dtype=np.float32)
         for gens, sign in ((added, 1.0), (removed, -1.0)):
             if gens:
-                trees, seeds = _pack(gens)
+                trees, seeds = pack(gens)
                 part = encoding.encode_binned(trees, seeds, np.ones(trees.n_trees), Xb, n_components, "binary",
                                               leaves_only, missing, signed, keys)
                 out = out + sign * part
@@ -981,38 +797,29 @@ class FeatureStreamForest:
         return out.tocsr()
 
     def _importance_vector(self) -> np.ndarray:
-        """Share-weighted importances of the generations (per-generation vectors are cached, so this stays cheap
-        when thousands of features have arrived)."""
-        d = self.n_features_in_
-        if not self._generations:
-            return np.zeros(d)
-        w = shares(np.array([g.log_weight for g in self._generations]))
-        return sum((s * g.importance(d) for g, s in zip(self._generations, w, strict=True)), np.zeros(d))
+        return generation_importance(self._generations, self.n_features_in_)
 
     @property
-    def feature_importances_(self) -> dict[str, float]:
-        """Impurity-decrease importance of every feature, averaged over trees by their weight (sums to 1)."""
+    def feature_importances_(self) -> np.ndarray:
+        """Impurity-decrease importance of every feature, averaged over trees by their weight (sums to 1), aligned
+        with :attr:`feature_names_in_`."""
         imp = self._importance_vector()
         total = imp.sum()
         if total > 0:
             imp = imp / total
-        return {name: float(v) for name, v in zip(self.feature_names_, imp, strict=True)}
+        return imp
 
     # ------------------------------------------------------------------ persistence
 
     def save(self, path: Any) -> None:
         """Write the forest (and its training columns) to one ``.npz`` file of plain arrays and JSON; no pickle."""
-        from streamforest.persistence import save_forest
-
-        save_forest(self, path)
+        persistence.save_forest(self, path)
 
     @classmethod
     def load(cls, path: Any) -> FeatureStreamForest:
         """Read a forest written by :meth:`save`."""
-        from streamforest.persistence import load_forest
-
-        return load_forest(cls, path)
+        return persistence.load_forest(cls, path)
 
     def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
         return f"{type(self).__name__}({params})"

@@ -104,8 +104,7 @@ def forest_kernel(forest: Any, X: Any, Z: Any = None, kind: str = "rf", block_si
     >>> K.shape, bool(np.allclose(np.diag(K), 1.0))
     ((5, 5), True)
     """
-    forest._check_fitted()
-    Xb = np.ascontiguousarray(forest._bin_inputs(X))
-    Zb = Xb if Z is None else np.ascontiguousarray(forest._bin_inputs(Z, "Z"))
-    trees, tree_w, _ = forest._forest()
+    trees, tree_w, _ = forest.alive_trees()
+    Xb = forest.binned(X)
+    Zb = Xb if Z is None else forest.binned(Z, "Z")
     return kernel_matrix(trees, tree_w, Xb, Zb, kind, block_size)

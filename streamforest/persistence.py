@@ -1,4 +1,7 @@
-"""Saving and loading a forest as plain arrays plus JSON in one ``.npz`` file (``allow_pickle=False``)."""
+"""Saving and loading a forest as plain arrays plus JSON in one ``.npz`` file (``allow_pickle=False``).
+
+It writes and reads a :class:`~streamforest.state.ForestState`; the forest turns itself into one and back.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import numpy as np
 
 from streamforest.binning import ColumnBinner
 from streamforest.bookkeeping import WeightLedger
-from streamforest.columns import ColumnStore
+from streamforest.generations import Generation
+from streamforest.state import ForestState
 from streamforest.tree.model import Trees
 
 FORMAT = "streamforest.forest"
@@ -24,11 +28,11 @@ def _json_safe(values: Any) -> list:
     return np.asarray(values).tolist()
 
 
-def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The forest as named arrays and a JSON-able header (also used by engine checkpoints)."""
+def state_arrays(state: ForestState) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A forest's state as named arrays and a JSON-able header."""
     arrays: dict[str, np.ndarray] = {}
     gens = []
-    for k, g in enumerate(forest._generations):
+    for k, g in enumerate(state.generations):
         prefix = f"g{k}_"
         arrays.update(g.trees.to_arrays(prefix))
         arrays[f"{prefix}seeds"] = g.seeds
@@ -41,65 +45,68 @@ def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         ).astype(np.int64)
         gens.append({"id": g.id, "forced": g.forced, "log_weight": g.log_weight, "born": g.born,
                      "in_oob": g.in_oob})
-    if forest._store is not None:
-        arrays["columns"] = np.ascontiguousarray(forest._store.view())
-    arrays["y_cls"] = forest._y_cls
-    arrays["y_reg"] = forest._y_reg
-    arrays["oob_sum"] = forest._oob_sum
-    arrays["oob_count"] = forest._oob_count
+    if state.columns is not None:
+        arrays["columns"] = np.ascontiguousarray(state.columns)
+    arrays["y_cls"] = state.y_cls
+    arrays["y_reg"] = state.y_reg
+    arrays["oob_sum"] = state.oob_sum
+    arrays["oob_count"] = state.oob_count
     header = {
         "format": FORMAT,
         "version": VERSION,
-        "params": forest._params(),
-        "seed": forest._seed,
-        "features": [b.to_json() for b in forest._binners],
-        "classes": None if forest.classes_ is None else _json_safe(forest.classes_),
-        "ledger": forest._ledger.to_json(),
+        "params": state.params,
+        "seed": state.seed,
+        "features": [b.to_json() for b in state.binners],
+        "classes": None if state.classes is None else _json_safe(state.classes),
+        "ledger": state.ledger.to_json(),
         "generations": gens,
-        "next_generation": forest._next_generation,
-        "model_version": forest.model_version_,
-        "oob_log_ref": forest._oob_log_ref,
-        "n_samples": forest.n_samples_,
+        "next_generation": state.next_generation,
+        "model_version": state.model_version,
+        "oob_log_ref": state.oob_log_ref,
+        "n_samples": 0 if state.columns is None else int(state.columns.shape[1]),
     }
     return arrays, header
 
 
-def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
-    from streamforest.forest import Generation
-
+def state_from_arrays(arrays: Any, header: dict[str, Any]) -> ForestState:
+    """The state written by :func:`state_arrays`."""
     if header.get("format") != FORMAT or header.get("version") != VERSION:
         raise ValueError(f"not a streamforest forest of version {VERSION}: {header.get('format')!r}")
-    forest = cls(**header["params"])
-    forest._seed = int(header["seed"])
-    forest._binners = [ColumnBinner.from_json(b) for b in header["features"]]
-    forest.feature_names_ = [b.name for b in forest._binners]
-    forest.classes_ = None if header["classes"] is None else np.asarray(header["classes"])
-    forest._ledger = WeightLedger.from_json(header["ledger"])
-    forest._next_generation = int(header["next_generation"])
-    forest.model_version_ = int(header["model_version"])
-    # Removed generations are not saved: encodings from before the save are re-encoded, not patched.
-    forest._delta_floor = forest.model_version_
-    forest._oob_log_ref = float(header["oob_log_ref"])
-    if "columns" in arrays:
-        forest._store = ColumnStore.from_array(np.asarray(arrays["columns"]))
-    forest._y_cls = np.asarray(arrays["y_cls"])
-    forest._y_reg = np.asarray(arrays["y_reg"])
-    forest._oob_sum = np.asarray(arrays["oob_sum"])
-    forest._oob_count = np.asarray(arrays["oob_count"])
+    generations = []
     for k, g in enumerate(header["generations"]):
         prefix = f"g{k}_"
         sizes = np.asarray(arrays[f"{prefix}subspace_sizes"])
         flat = np.asarray(arrays[f"{prefix}subspaces"])
         subspaces = np.split(flat, np.cumsum(sizes)[:-1]) if sizes.size else []
         trees = Trees.from_arrays({key: np.asarray(arrays[key]) for key in arrays if key.startswith(prefix)}, prefix)
-        forest._generations.append(
+        generations.append(
             Generation(int(g["id"]), list(g["forced"]), float(g["log_weight"]), trees,
                        [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]),
                        born=int(g["born"]), in_oob=bool(g.get("in_oob", True)),
                        split_ks=np.asarray(arrays[f"{prefix}split_ks"]).astype(np.int64)
                        if f"{prefix}split_ks" in arrays else None)
         )
-    return forest
+    return ForestState(
+        params=header["params"], seed=int(header["seed"]),
+        binners=[ColumnBinner.from_json(b) for b in header["features"]],
+        classes=None if header["classes"] is None else np.asarray(header["classes"]),
+        ledger=WeightLedger.from_json(header["ledger"]), generations=generations,
+        next_generation=int(header["next_generation"]), model_version=int(header["model_version"]),
+        columns=np.asarray(arrays["columns"]) if "columns" in arrays else None,
+        y_cls=np.asarray(arrays["y_cls"]), y_reg=np.asarray(arrays["y_reg"]),
+        oob_sum=np.asarray(arrays["oob_sum"]), oob_count=np.asarray(arrays["oob_count"]),
+        oob_log_ref=float(header["oob_log_ref"]),
+    )
+
+
+def forest_arrays(forest: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """A forest (anything with a ``state()``) as named arrays and a JSON-able header (engine checkpoints)."""
+    return state_arrays(forest.state())
+
+
+def restore_forest(cls: type, arrays: Any, header: dict[str, Any]) -> Any:
+    """The forest of class ``cls`` (anything with a ``from_state``) written by :func:`forest_arrays`."""
+    return cls.from_state(state_from_arrays(arrays, header))
 
 
 def write_npz_atomic(path: str | os.PathLike, arrays: dict[str, np.ndarray], header: dict[str, Any]) -> None:
@@ -133,10 +140,8 @@ def read_npz(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, 
 
 
 def save_forest(forest: Any, path: str | os.PathLike) -> None:
-    arrays, header = forest_arrays(forest)
-    write_npz_atomic(path, arrays, header)
+    write_npz_atomic(path, *forest_arrays(forest))
 
 
 def load_forest(cls: type, path: str | os.PathLike) -> Any:
-    arrays, header = read_npz(path)
-    return restore_forest(cls, arrays, header)
+    return restore_forest(cls, *read_npz(path))

@@ -104,7 +104,7 @@ def feed_columns(forest: object, columns: dict[str, np.ndarray], y: np.ndarray) 
 def bin_for(forest: object, columns: dict[str, np.ndarray]) -> np.ndarray:
     """Columns binned by the forest's own binners: ``(n_features, m)`` uint8."""
     return np.ascontiguousarray(
-        np.stack([b.transform(np.asarray(columns[b.name])) for b in forest._binners]).astype(np.uint8)
+        np.stack([b.transform(np.asarray(columns[b.name])) for b in forest.state().binners]).astype(np.uint8)
     )
 
 

@@ -172,9 +172,9 @@ def test_new_feature_is_as_used_as_the_average_old_one(max_features, feature_sam
     for j in range(X.shape[1]):
         report = f.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
         d = j + 1
-        V = f._ledger.virtual_use()
+        V = f.state().ledger.virtual_use()
         assert V.shape == (d,)
-        use = generation_use(f._generations[-1], d)
+        use = generation_use(f.state().generations[-1], d)
         assert use[-1] == f.trees_per_generation  # the new feature is forced into every tree
         # The ledger adds the generation's weighted use to the virtual use: V = V_prev + w * use.
         w = math.exp(report.log_weight)
@@ -200,12 +200,12 @@ def test_guard_with_every_feature_in_every_tree():
     V_prev = np.zeros(0)
     for j in range(X.shape[1]):
         r = f.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
-        use = generation_use(f._generations[-1], j + 1)
+        use = generation_use(f.state().generations[-1], j + 1)
         np.testing.assert_array_equal(use, np.full(j + 1, 5.0))
         assert math.isfinite(r.log_weight)
         if j:
             assert math.exp(r.log_weight) == pytest.approx(V_prev.mean() / 5.0, rel=1e-9)
-        V_prev = f._ledger.virtual_use()
+        V_prev = f.state().ledger.virtual_use()
         assert np.all(np.isfinite(V_prev))
     assert all(math.isfinite(g["weight_share"]) for g in f.generations_)
 
@@ -216,5 +216,5 @@ def test_bookkeeping_continues_after_an_offline_fit():
                             oob_score=False, random_state=1).fit(X[:, :4], y)
     for j in range(4, 6):
         f.add_feature(f"x{j}", X[:, j])
-        V = f._ledger.virtual_use()
+        V = f.state().ledger.virtual_use()
         assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)

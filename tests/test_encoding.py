@@ -34,7 +34,7 @@ def forest(stream):
     cols, y = stream
     f = FeatureStreamForest(**FOREST_KW)
     feed_columns(f, cols, y)
-    trees, w, _ = f._forest()
+    trees, w, _ = f.alive_trees()
     # Preconditions of the tests below: the weights differ, both kinds of splits occur, some splits see missing.
     assert len(np.unique(np.round(w, 12))) > 1
     split = trees.left >= 0
@@ -49,7 +49,7 @@ def X(stream):
 
 def expected_dense(forest, columns, mode="default", leaves_only=False, values="binary") -> np.ndarray:
     """The unhashed encoding computed in pure Python from the flat tree arrays."""
-    trees, w, _ = forest._forest()
+    trees, w, _ = forest.alive_trees()
     Xb = bin_for(forest, columns)
     scale = np.sqrt(w) if values == "weighted" else np.ones(trees.n_trees)
     out = np.zeros((Xb.shape[1], trees.n_nodes))
@@ -65,7 +65,7 @@ def expected_dense(forest, columns, mode="default", leaves_only=False, values="b
 
 def path_lengths(forest, columns) -> np.ndarray:
     """Per sample and tree, the number of nodes on the default path (leaf depth + 1), via route.leaves."""
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     Xb = bin_for(forest, columns)
     leaves = route.leaves(trees, Xb, Xb.shape[1])
     return trees.depth_of_nodes()[trees.offsets[:-1][None, :] + leaves].astype(np.int64) + 1
@@ -89,7 +89,7 @@ def assert_csr_equal(a, b) -> None:
 
 def row_groups_by_tree(forest, E) -> np.ndarray:
     """Sum of each unhashed row over each tree's columns: ``(n, n_trees)``."""
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     tree_of_col = np.repeat(np.arange(trees.n_trees), np.diff(trees.offsets))
     onehot = sp.csr_matrix((np.ones(trees.n_nodes), (np.arange(trees.n_nodes), tree_of_col)))
     return (E.astype(np.float64) @ onehot).toarray()
@@ -102,13 +102,13 @@ def row_groups_by_tree(forest, E) -> np.ndarray:
 @pytest.mark.parametrize("mode", ["default", "split"])
 def test_unhashed_encoding_is_the_visited_nodes_with_their_mass(forest, X, mode, leaves_only):
     E = forest.encode(X, n_components=None, missing=mode, leaves_only=leaves_only)
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     assert E.shape == (40, trees.n_nodes)
     np.testing.assert_array_equal(E.toarray(), expected_dense(forest, X, mode, leaves_only))
 
 
 def test_leaves_only_has_one_leaf_per_tree_matching_route_leaves(forest, X):
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     E = forest.encode(X, n_components=None, leaves_only=True)
     assert np.all(np.diff(E.indptr) == trees.n_trees)
     leaves = route.leaves(trees, bin_for(forest, X), 40)
@@ -118,7 +118,7 @@ def test_leaves_only_has_one_leaf_per_tree_matching_route_leaves(forest, X):
 
 
 def test_weighted_values_are_root_weights_and_squared_norm_is_weighted_path_length(forest, X):
-    _, w, _ = forest._forest()
+    _, w, _ = forest.alive_trees()
     E = forest.encode(X, n_components=None, values="weighted")
     np.testing.assert_allclose(E.toarray(), expected_dense(forest, X, values="weighted"), rtol=1e-6)
     norms = np.asarray(E.multiply(E).sum(axis=1)).ravel()
@@ -134,7 +134,7 @@ def test_weighted_values_are_root_weights_and_squared_norm_is_weighted_path_leng
 @pytest.mark.parametrize("signed", [False, True])
 @pytest.mark.parametrize("n_components", [1, 7, 2**10, 2**30, None])
 def test_rows_are_canonical_float32_of_the_requested_width(forest, X, n_components, signed):
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     E = forest.encode(X, n_components=n_components, signed=signed)
     assert isinstance(E, sp.csr_matrix)
     assert E.dtype == np.float32
@@ -205,12 +205,12 @@ def complete_rows(columns: dict[str, np.ndarray]) -> np.ndarray:
 
 def all_missing(forest, m: int = 1) -> dict[str, np.ndarray]:
     return {name: np.array([None] * m, dtype=object) if b.is_nominal else np.full(m, np.nan)
-            for name, b in zip(forest.feature_names_, forest._binners, strict=True)}
+            for name, b in zip(forest.feature_names_in_, forest.state().binners, strict=True)}
 
 
 @pytest.mark.parametrize("mode", ["default", "random", "split"])
 def test_every_tree_gives_mass_one_to_leaves_with_missing_values(forest, X, mode):
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     for columns in (X, all_missing(forest, 5)):
         E = forest.encode(columns, n_components=None, leaves_only=True, missing=mode)
         np.testing.assert_array_equal(np.asarray(E.sum(axis=1)).ravel(), trees.n_trees)
@@ -221,16 +221,16 @@ def test_every_tree_gives_mass_one_to_leaves_with_missing_values(forest, X, mode
 
 def test_split_mode_sends_half_the_mass_down_each_side_of_a_root_on_a_missing_feature(forest, stream):
     cols, _ = stream
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     base_row = take_rows(cols, complete_rows(cols)[:1])
     seen_roots = set()
     for t in range(trees.n_trees):
         root = int(trees.offsets[t])
         assert trees.left[root] >= 0
-        name = forest.feature_names_[trees.feature[root]]
+        name = forest.feature_names_in_[trees.feature[root]]
         seen_roots.add(name)
         sample = dict(base_row)
-        sample[name] = np.array([None], dtype=object) if forest._binners[trees.feature[root]].is_nominal \
+        sample[name] = np.array([None], dtype=object) if forest.state().binners[trees.feature[root]].is_nominal \
             else np.array([np.nan])
         E = forest.encode(sample, n_components=None, missing="split").toarray()[0]
         left, right = root + trees.left[root], root + trees.right[root]
@@ -257,7 +257,7 @@ def subtree(trees, t: int, node: int) -> list[int]:
 
 
 def test_default_mode_follows_missing_left(forest):
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     sample = all_missing(forest)
     E = forest.encode(sample, n_components=None).toarray()[0]
     expected = np.zeros(trees.n_nodes)
@@ -274,7 +274,7 @@ def test_default_mode_follows_missing_left(forest):
 
 
 def test_random_mode_is_keyed_by_sample_ids(forest):
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     m = 200
     sample = all_missing(forest, m)
     ids = np.arange(m)

@@ -45,11 +45,11 @@ def check_consistent(f: FeatureStreamForest) -> None:
     ids = [g["id"] for g in gens]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     forced = [name for g in gens for name in g["forced"]]
-    assert len(forced) == len(set(forced)) and set(forced) <= set(f.feature_names_)
+    assert len(forced) == len(set(forced)) and set(forced) <= set(f.feature_names_in_)
 
 
 def binned(f: FeatureStreamForest, X: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.stack([b.transform(X[:, j]) for j, b in enumerate(f._binners)]))
+    return np.ascontiguousarray(np.stack([b.transform(X[:, j]) for j, b in enumerate(f.state().binners)]))
 
 
 def oob_from_scratch(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +59,7 @@ def oob_from_scratch(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> tu
     Xb = binned(f, X)
     y_codes = np.searchsorted(f.classes_, y).astype(np.int32)
     votes, weight = np.zeros((n, 2)), np.zeros(n)
-    for g, info in zip(f._generations, f.generations_, strict=True):
+    for g, info in zip(f.state().generations, f.generations_, strict=True):
         if not g.in_oob:
             continue
         leaves = route.leaves(g.trees, Xb, n)
@@ -95,7 +95,7 @@ def test_prediction_is_the_share_weighted_average_of_tree_probabilities(clf_data
     assert len(set(np.round(list(shares_by_id.values()), 9))) > 1  # the weights really differ
     Xb = binned(f, X)
     expected = np.zeros((X.shape[0], 2))
-    for g in f._generations:
+    for g in f.state().generations:
         leaves = route.leaves(g.trees, Xb, X.shape[0])
         per_tree = np.stack([g.trees.value[g.trees.offsets[t] + leaves[:, t]] for t in range(g.n_trees)])
         expected += shares_by_id[g.id] * per_tree.mean(axis=0)
@@ -201,7 +201,7 @@ def test_max_generations_budget_and_merging_preserve_total_weight(policy):
         assert f.n_trees_ == len(gens) * f.trees_per_generation
         f.predict_proba(X[:5, : j + 1])
     assert n_merged == X.shape[1] - budget
-    assert sorted(n for g in f.generations_ for n in g["forced"]) == sorted(f.feature_names_)
+    assert sorted(n for g in f.generations_ for n in g["forced"]) == sorted(f.feature_names_in_)
 
 
 def test_baseline_policy_gives_equal_weights(clf_data):
@@ -243,12 +243,12 @@ def test_forest_trees_respect_depth_and_leaf_size():
     f = FeatureStreamForest(trees_per_generation=6, max_depth=3, min_samples_leaf=12, split_features=0.5,
                             random_state=0)
     feed(f, X, y)
-    for g in f._generations:
+    for g in f.state().generations:
         assert g.trees.depth_of_nodes().max() <= 3
         assert g.trees.weight[g.trees.left < 0].min() >= 12
     deep = FeatureStreamForest(trees_per_generation=3, max_depth=None, random_state=0)
     feed(deep, X, y, stop=2)
-    assert max(g.trees.depth_of_nodes().max() for g in deep._generations) > 6  # None really is unlimited
+    assert max(g.trees.depth_of_nodes().max() for g in deep.state().generations) > 6  # None really is unlimited
 
 
 # ----------------------------------------------------------------------------- importances
@@ -258,8 +258,9 @@ def test_feature_importances_sum_to_one_and_rank_informative_above_noise(clf_dat
     X, y = clf_data  # x0 and x2 informative, x1 and x3 noise
     f = FeatureStreamForest(trees_per_generation=15, max_depth=4, random_state=0)
     feed(f, X, y)
-    imp = f.feature_importances_
-    assert list(imp) == f.feature_names_
+    assert isinstance(f.feature_importances_, np.ndarray)
+    assert f.feature_importances_.shape == f.feature_names_in_.shape
+    imp = dict(zip(f.feature_names_in_, f.feature_importances_, strict=True))
     assert sum(imp.values()) == pytest.approx(1.0, abs=1e-12)
     assert all(v >= 0 for v in imp.values())
     assert min(imp["x0"], imp["x2"]) > max(imp["x1"], imp["x3"])
@@ -293,7 +294,7 @@ def test_add_feature_reports_are_sane(clf_data):
     last = reports[-1]
     assert last.weight_share == pytest.approx(
         next(g["weight_share"] for g in f.generations_ if g["id"] == last.generation), rel=1e-12)
-    assert last.importance == pytest.approx(f.feature_importances_["x3"], rel=1e-9)
+    assert last.importance == pytest.approx(f.feature_importances_[list(f.feature_names_in_).index("x3")], rel=1e-9)
     # Informative x0 gives a good out-of-bag AUC; noise x1 cannot add much.
     assert reports[0].oob_after > 0.75
     assert reports[2].oob_after > reports[2].oob_before  # x2 is informative
@@ -313,17 +314,17 @@ def test_add_samples_regrows_but_keeps_the_bookkeeping():
     X, y = wide_stream(n=400, d=5)
     f = FeatureStreamForest(trees_per_generation=8, max_depth=4, random_state=7)
     feed(f, X[:250], y[:250])
-    ledger_before = (f._ledger.log_scale, f._ledger.v.copy())
+    ledger_before = (f.state().ledger.log_scale, f.state().ledger.v.copy())
     gens_before = f.generations_
     p_before = f.predict_proba(X[250:])
     f.add_samples(X[250:], y[250:])
     assert f.n_samples_ == 400
-    assert f._ledger.log_scale == ledger_before[0]
-    np.testing.assert_array_equal(f._ledger.v, ledger_before[1])
+    assert f.state().ledger.log_scale == ledger_before[0]
+    np.testing.assert_array_equal(f.state().ledger.v, ledger_before[1])
     assert f.generations_ == gens_before  # same ids, forced features, weights, tree counts
     assert not np.array_equal(f.predict_proba(X[250:]), p_before)
     # Every tree was regrown on all samples: a bootstrap draws as many samples as there are.
-    for g in f._generations:
+    for g in f.state().generations:
         np.testing.assert_array_equal(g.trees.weight[g.trees.offsets[:-1]], 400.0)
     # A mapping works too, and the next feature sees every sample.
     f.add_samples({f"x{j}": X[:10, j] for j in range(5)}, y[:10])
@@ -344,7 +345,7 @@ def test_add_samples_gives_the_forest_grown_with_all_samples_from_the_start():
     feed(late, X[:250], y[:250], stop=4)
     early = FeatureStreamForest(**kw)
     feed(early, X, y, stop=4)
-    assert [b.to_json() for b in late._binners] == [b.to_json() for b in early._binners]  # the premise
+    assert [b.to_json() for b in late.state().binners] == [b.to_json() for b in early.state().binners]  # the premise
     late.add_samples(X[250:, :4], y[250:])
     np.testing.assert_array_equal(late.predict_proba(X[:, :4]), early.predict_proba(X[:, :4]))
     assert late.generations_ == early.generations_
@@ -414,12 +415,12 @@ def test_multiclass():
 def test_offline_fit():
     X, y = wide_stream(d=6)
     f = FeatureStreamForest(trees_per_generation=12, max_depth=4, random_state=0).fit(X, y)
-    assert f.feature_names_ == [f"x{j}" for j in range(6)]
+    assert list(f.feature_names_in_) == [f"x{j}" for j in range(6)]
     assert f.n_trees_ == 12
     assert len(f.generations_) == 1 and f.generations_[0]["weight_share"] == 1.0
     assert np.mean(f.predict(X) == y) > 0.8
     g = f.fit({"a": X[:, 0], "b": X[:, 3]}, y)
-    assert g is f and f.feature_names_ == ["a", "b"] and f.n_trees_ == 12
+    assert g is f and list(f.feature_names_in_) == ["a", "b"] and f.n_trees_ == 12
     check_consistent(f)
 
 
@@ -492,7 +493,7 @@ def test_wrong_length_of_a_feature_column(fitted):
     f, X, _ = fitted
     with pytest.raises(ValueError, match=r"'late' has 399 values; the forest has 400 samples"):
         f.add_feature("late", X[:-1, 0])
-    assert f.feature_names_ == ["x0", "x1"]  # nothing half-added
+    assert list(f.feature_names_in_) == ["x0", "x1"]  # nothing half-added
 
 
 def test_wrong_length_on_the_first_call(clf_data):
@@ -653,3 +654,40 @@ def test_fit_bad_inputs(clf_data):
         FeatureStreamForest().fit({"a": X[:, 0], "b": X[:3, 1]}, y)
     with pytest.raises(ValueError, match="no features"):
         FeatureStreamForest().fit(X[:, :0], y)
+
+
+# ----------------------------------------------------------------------------- scikit-learn conventions, state
+
+
+def test_get_params_round_trips_and_set_params_refuses_bad_values_without_change():
+    f = FeatureStreamForest(trees_per_generation=7, max_depth=None, random_state=3)
+    params = f.get_params()
+    assert params["trees_per_generation"] == 7 and params["max_depth"] is None
+    assert FeatureStreamForest(**params).get_params() == params
+    assert f.set_params(max_depth=4, policy="baseline") is f
+    assert (f.max_depth, f.policy) == (4, "baseline")
+    with pytest.raises(ValueError, match="max_depth"):
+        f.set_params(max_depth=0, policy="challenger")
+    assert (f.max_depth, f.policy) == (4, "baseline")  # nothing half-set
+    with pytest.raises(ValueError, match="unknown parameters"):
+        f.set_params(n_estimators=3)
+
+
+def test_set_params_random_state_reseeds_and_task_is_fixed_once_fitted(clf_data):
+    X, y = clf_data
+    a = FeatureStreamForest(trees_per_generation=5, random_state=0).set_params(random_state=1).fit(X, y)
+    b = FeatureStreamForest(trees_per_generation=5, random_state=1).fit(X, y)
+    np.testing.assert_array_equal(a.predict_proba(X), b.predict_proba(X))
+    with pytest.raises(ValueError, match="task"):
+        a.set_params(task="regression")
+
+
+def test_state_rebuilds_a_forest_that_continues_identically(clf_data):
+    X, y = clf_data
+    a = FeatureStreamForest(trees_per_generation=5, random_state=0)
+    a.add_feature("x0", X[:, 0], y=y)
+    b = FeatureStreamForest.from_state(a.state())
+    for f in (a, b):
+        f.add_feature("x1", X[:, 1])
+    np.testing.assert_array_equal(a.predict_proba(X[:, :2]), b.predict_proba(X[:, :2]))
+    assert a.generations_ == b.generations_

@@ -27,9 +27,9 @@ def small(**kw) -> FeatureStreamForest:
 
 def check_oob(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray, reported: float) -> None:
     proba, seen = oob_from_scratch(f, X, y)
-    ok = f._oob_count > 1e-9 * f._oob_count.max()
+    ok = f.state().oob_count > 1e-9 * f.state().oob_count.max()
     np.testing.assert_array_equal(ok, seen)
-    np.testing.assert_allclose(f._oob_sum[ok, 1] / f._oob_count[ok], proba[seen], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(f.state().oob_sum[ok, 1] / f.state().oob_count[ok], proba[seen], rtol=1e-9, atol=1e-12)
     # AUC only up to ties that rounding may break after votes were subtracted.
     assert reported == pytest.approx(roc_auc_score(y[seen], proba[seen]), abs=1e-3)
 
@@ -44,7 +44,7 @@ def test_set_samples_replaces_the_training_set_and_keeps_the_trees():
     gens = f.generations_
     f.set_samples(X[300:800], y[300:800])
     assert f.n_samples_ == 500
-    np.testing.assert_array_equal(f._store.view(), binned(f, X[300:800]))
+    np.testing.assert_array_equal(f.state().columns, binned(f, X[300:800]))
     assert f.generations_ == gens
     np.testing.assert_array_equal(f.predict_proba(X[600:700]), p_before)
     assert f.model_version_ == version + 1
@@ -69,7 +69,7 @@ def test_out_of_bag_counts_only_generations_grown_on_the_current_samples():
     r = f.refresh()
     assert r.merged and r.oob_before is not None
     check_oob(f, X[400:900], y[400:900], r.oob_after)
-    assert [g.in_oob for g in f._generations] == [False, True]
+    assert [g.in_oob for g in f.state().generations] == [False, True]
     check_consistent(f)
 
 
@@ -121,17 +121,17 @@ def test_refresh_weight_is_the_challenger_weight_of_the_fresh_samples():
     f = small(prune_threshold=0.0, max_generations=None, oob_score=False).fit(X, y)
     ratios = []
     for _ in range(6):
-        V_prev = f._ledger.virtual_use()
+        V_prev = f.state().ledger.virtual_use()
         r = f.refresh()
-        g = f._generations[-1]
+        g = f.state().generations[-1]
         use = np.zeros(6)
         for s in g.subspaces:
             use[s] += 1
         w = math.exp(r.log_weight)
         # w = mean(V) / (trees - mean(use)), and every feature gains w * use.
         assert w == pytest.approx(V_prev.mean() / (f.trees_per_generation - use.mean()), rel=1e-9)
-        np.testing.assert_allclose(f._ledger.virtual_use(), V_prev + w * use, rtol=1e-9)
-        ratios.append(math.exp(r.log_weight - f._generations[-2].log_weight))
+        np.testing.assert_allclose(f.state().ledger.virtual_use(), V_prev + w * use, rtol=1e-9)
+        ratios.append(math.exp(r.log_weight - f.state().generations[-2].log_weight))
     # About 1 / (1 - 2/3) = 3 per refresh once the first generations have faded.
     assert 2 < np.median(ratios) < 4.5
 
@@ -142,9 +142,9 @@ def test_add_feature_after_refreshes_keeps_the_bookkeeping_balanced():
     f.fit(X[:, :6], y)
     for _ in range(5):
         f.refresh()
-    last_refresh = f._generations[-1].log_weight
+    last_refresh = f.state().generations[-1].log_weight
     r = f.add_feature("late", X[:, 6])
-    V = f._ledger.virtual_use()
+    V = f.state().ledger.virtual_use()
     # Algorithm 1 still holds: the new feature is as used as an average old one...
     assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)
     # ...and its generation sits on the refreshes' scale (about one more step of 1 / (1 - mtry)), neither
@@ -187,8 +187,8 @@ def test_refresh_is_deterministic_and_survives_save_and_load(tmp_path):
             f.refresh()
             if k == save_at:  # the out-of-bag flags went through the file too
                 f.save(tmp_path / "g.npz")
-                assert [g.in_oob for g in FeatureStreamForest.load(tmp_path / "g.npz")._generations] == [
-                    g.in_oob for g in f._generations]
+                assert [g.in_oob for g in FeatureStreamForest.load(tmp_path / "g.npz").state().generations] == [
+                    g.in_oob for g in f.state().generations]
         return f
 
     ref = run(None)
@@ -207,9 +207,9 @@ def test_one_row_mapping_takes_the_row_path_with_the_same_bins():
     f.add_feature("c", cat)
     rows = [(X[i, 0], np.float32(X[i, 1]), None, cat[i]) for i in range(20)] + [(1e9, -1e9, 0, "zz")]
     for row in rows:
-        one = f.predict_proba(dict(zip(f.feature_names_, row, strict=True)))
+        one = f.predict_proba(dict(zip(f.feature_names_in_, row, strict=True)))
         cols = {name: np.array([v], dtype=object if name == "c" else float)
-                for name, v in zip(f.feature_names_, row, strict=True)}
+                for name, v in zip(f.feature_names_in_, row, strict=True)}
         np.testing.assert_array_equal(one, f.predict_proba(cols))
     with pytest.raises(TypeError, match="numeric values expected"):
         f.predict_proba({"x0": "high", "x1": 0.0, "x2": 0.0, "c": "a"})

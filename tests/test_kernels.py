@@ -23,7 +23,7 @@ def forest(stream):
     cols, y = stream
     f = FeatureStreamForest(trees_per_generation=4, max_depth=4, prune_threshold=0.0, random_state=3)
     feed_columns(f, cols, y)
-    _, w, _ = f._forest()
+    _, w, _ = f.alive_trees()
     assert len(np.unique(np.round(w, 12))) > 1  # the tree weights really differ
     return f
 
@@ -41,13 +41,13 @@ def Z(stream):
 @pytest.fixture(scope="module")
 def paths(forest, stream):
     """Pure-Python root-to-leaf paths of every row of the stream in every tree."""
-    trees, _, _ = forest._forest()
+    trees, _, _ = forest.alive_trees()
     Xb = bin_for(forest, stream[0])
     return [[path_list(trees, t, Xb[:, i]) for t in range(trees.n_trees)] for i in range(Xb.shape[1])]
 
 
 def python_kernel(forest, paths, rows_x, rows_z, kind: str) -> np.ndarray:
-    _, w, _ = forest._forest()
+    _, w, _ = forest.alive_trees()
     out = np.zeros((len(rows_x), len(rows_z)))
     for a, i in enumerate(rows_x):
         for b, j in enumerate(rows_z):
@@ -102,7 +102,7 @@ def test_kernels_match_a_pure_python_walk_of_the_trees(forest, X, Z, paths, kind
 
 
 def test_proximity_is_the_weighted_share_of_trees_with_the_same_leaf(forest, X, Z):
-    trees, w, _ = forest._forest()
+    trees, w, _ = forest.alive_trees()
     lx = route.leaves(trees, bin_for(forest, X), N_X)
     lz = route.leaves(trees, bin_for(forest, Z), N_Z)
     expected = ((lx[:, None, :] == lz[None, :, :]) * w).sum(axis=2)
@@ -116,7 +116,7 @@ def test_lca_kernel_of_a_stump_forest_is_one(stream):
     cols, y = stream
     f = FeatureStreamForest(trees_per_generation=3, max_depth=1, min_samples_leaf=1000, random_state=0)
     feed_columns(f, {"x0": cols["x0"]}, y)
-    trees, _, _ = f._forest()
+    trees, _, _ = f.alive_trees()
     assert np.all(trees.left < 0)
     for kind in KINDS:
         np.testing.assert_allclose(forest_kernel(f, {"x0": cols["x0"][:9]}, kind=kind), 1.0, rtol=1e-12)
@@ -156,7 +156,7 @@ def test_blocked_computation_equals_unblocked(forest, X, Z, kind, block_size):
 
 
 def test_kernel_takes_arrays_in_arrival_order_and_mappings(forest, X):
-    arr = np.column_stack([X[name] for name in forest.feature_names_])  # object array (the nominal column)
+    arr = np.column_stack([X[name] for name in forest.feature_names_in_])  # object array (the nominal column)
     for kind in KINDS:
         np.testing.assert_array_equal(forest_kernel(forest, arr, kind=kind), forest_kernel(forest, X, kind=kind))
 

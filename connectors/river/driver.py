@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from streamforest import FeatureStreamForest
-from streamforest._random import derive_seed
-from streamforest.tree.route import single_thread
+from streamforest.rng import derive_seed
+from streamforest.threads import single_thread
 
 from .window import SampleWindow
 
@@ -250,7 +250,7 @@ class ForestDriver:
     def feature_importances(self) -> dict[Hashable, float]:
         if self.forest is None:
             return {}
-        imp = self.forest.feature_importances_
+        imp = dict(zip(self.forest.feature_names_in_, self.forest.feature_importances_.tolist(), strict=True))
         return {key: imp[name] for key, name in self._forest_keys}
 
 

@@ -9,6 +9,10 @@ from river import base
 
 from .driver import WindowForest
 
+#: Width of the encoder's hashed space: wider than the library's default, because River's linear models keep one
+#: weight per column seen and collisions of sparse per-sample encodings cost them more than the memory.
+N_COMPONENTS = 2**20
+
 TASKS = ("auto", "classification", "regression")
 VALUES = ("binary", "weighted")
 
@@ -83,7 +87,7 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
     ROCAUC: 91.82%
     >>> x, y = next(iter(datasets.Phishing()))
     >>> encoding = model["ForestEncoder"].transform_one(x)
-    >>> len(encoding) > 0, all(0 <= k < 2**20 for k in encoding)
+    >>> len(encoding) > 0, all(0 <= k < N_COMPONENTS for k in encoding)
     (True, True)
     """
 
@@ -100,7 +104,7 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         min_samples_leaf: float = 3,
         max_generations: int | None = 8,
         prune_threshold: float = 0.01,
-        n_components: int = 2**20,
+        n_components: int = N_COMPONENTS,
         leaves_only: bool = False,
         values: str = "weighted",
         task: str = "auto",

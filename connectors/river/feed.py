@@ -22,8 +22,10 @@ from typing import Any
 
 import orjson
 
+from streamforest.engine.runtime import OUTPUT_FILES
+
 #: Where the embedded runtime writes encodings in its output directory.
-ENCODINGS_FILE = "encodings.jsonl"
+ENCODINGS_FILE = OUTPUT_FILES["encoding"]
 
 
 def read_records(path: str | os.PathLike) -> Iterator[dict[str, Any]]:

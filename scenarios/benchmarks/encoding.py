@@ -51,6 +51,7 @@ from sklearn.ensemble import RandomForestClassifier
 
 from scenarios.benchmarks import common
 from streamforest import FeatureStreamForest
+from streamforest.encoding import DEFAULT_N_COMPONENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS_DIR = ROOT / "results" / "benchmarks"
@@ -58,7 +59,7 @@ RESULTS_DIR = ROOT / "results" / "benchmarks"
 N_FEATURES = 7
 TREES_PER_GENERATION = 30
 MAX_DEPTH = 6
-N_COMPONENTS = 2**18
+N_COMPONENTS = DEFAULT_N_COMPONENTS
 SPEEDUP_TARGET = 3.0
 N_JOBS = os.cpu_count() or 1
 

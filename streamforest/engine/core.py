@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.encoding import check_arguments
+from streamforest.encoding import DEFAULT_N_COMPONENTS, check_arguments
 from streamforest.engine import records
 from streamforest.engine.messages import (
     ControlMessage,
@@ -76,7 +76,7 @@ class EngineConfig:
     forest: dict[str, Any] = field(default_factory=lambda: {"random_state": 0})
     publish: str = "unlabelled"
     encoding: str = "leaves"
-    n_components: int = 2**18
+    n_components: int = DEFAULT_N_COMPONENTS
     encoding_values: str = "binary"
     max_message_bytes: int = MAX_MESSAGE_BYTES
 

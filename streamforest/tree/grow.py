@@ -1,7 +1,7 @@
 """Histogram CART in numba: grow many trees on binned columns, in parallel over trees.
 
-Columns are stored feature-major (``Xb[feature, sample]``, ``uint8``, bin 255 = missing). A tree sees a subset of
-the features (its subspace); at each node it builds, for every candidate feature, a histogram of per-bin
+Columns are stored feature-major (``Xb[feature, sample]``, ``uint8``, bin ``MISSING_BIN`` = missing). A tree sees a
+subset of the features (its subspace); at each node it builds, for every candidate feature, a histogram of per-bin
 statistics (class counts for classification, weight and weighted target sum for regression), scans it for the best
 threshold (numeric) or best prefix of categories ordered by their target statistic (nominal), and sends missing
 values to whichever side scores better (the default side learned per node).
@@ -11,12 +11,14 @@ Output arrays follow scikit-learn's flat ``tree_`` layout, one row per tree, ``c
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
-from streamforest._random import next_below
+from streamforest.binning import MISSING_BIN
+from streamforest.rng import next_below
 
-MISSING = 255
 LEAF = -1
 
 # Index of a 64-bit word's lowest set bit: isolate the bit, multiply by a de Bruijn sequence, read the top six bits.
@@ -35,7 +37,7 @@ HIST_POOL_BYTES = 32 * 2**20
 
 @njit(cache=True)
 def _build_histograms(H, Xb, feats, n_feats, idx, iw, ic, iwy, start, end, is_reg):
-    """Histograms of samples ``idx[start:end]`` over every feature of the subspace (bin 255 = missing)."""
+    """Histograms of samples ``idx[start:end]`` over every feature of the subspace (the last bin: missing)."""
     H[:n_feats] = 0.0
     for j in range(n_feats):
         f = feats[j]
@@ -119,7 +121,7 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
         miss[k] = 0.0
     for ii in range(start, end):
         b = Xb[f, idx[ii]]
-        if b == MISSING:
+        if b == MISSING_BIN:
             if is_reg:
                 miss[0] += iw[ii]
                 miss[1] += iwy[ii]
@@ -147,21 +149,64 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
     return n_present
 
 
-@njit(cache=True)
-def _grow_one(
-    Xb, n, y_cls, y_reg, n_classes, is_reg, feats, n_feats, is_nominal, seed, bootstrap,
-    max_depth, min_samples_leaf, split_k, cap, min_category_weight,
-    o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight,
-):
-    state = np.empty(1, dtype=np.uint64)
-    state[0] = seed
+class GrowData(NamedTuple):
+    """The samples: feature-major bins, how many, class codes or targets, classes (at least 1), whether regression,
+    and which features are nominal."""
+
+    Xb: np.ndarray
+    n: int
+    y_cls: np.ndarray
+    y_reg: np.ndarray
+    n_classes: int
+    is_reg: bool
+    is_nominal: np.ndarray
+
+
+class GrowSettings(NamedTuple):
+    bootstrap: bool
+    max_depth: int
+    min_samples_leaf: float
+    cap: int  # nodes per tree row of the output
+    min_category_weight: float
+
+
+class TreePlans(NamedTuple):
+    """Per tree: its subspace (feature ids, padded with -1), the subspace's size, its seed and how many of its
+    features a split draws (0: all)."""
+
+    subspaces: np.ndarray
+    sizes: np.ndarray
+    seeds: np.ndarray
+    split_ks: np.ndarray
+
+
+class GrownNodes(NamedTuple):
+    """The grown trees, one row of ``cap`` nodes per tree (the flat layout of :class:`~streamforest.tree.model.Trees`
+    before the rows are packed end to end), and each tree's node count."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    missing_left: np.ndarray
+    nominal: np.ndarray
+    cats: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    value: np.ndarray
+    gain: np.ndarray
+    weight: np.ndarray
+    n_nodes: np.ndarray
+
+
+@njit(inline="always")
+def _in_bag(data, bootstrap, state):
+    """The in-bag samples with their weight, class and weighted target side by side (the histogram loops then read
+    them in order and gather only the bins), and how many there are."""
+    n = data.n
+    is_reg = data.is_reg
     if bootstrap:
-        w = _bootstrap_counts(n, y_cls, n_classes, not is_reg, state)
+        w = _bootstrap_counts(n, data.y_cls, data.n_classes, not is_reg, state)
     else:
         w = np.ones(n, dtype=np.float64)
-    n_stats = 2 if is_reg else n_classes
-    # The in-bag samples, with their weight, class and weighted target side by side: the histogram loops then read
-    # them in order and gather only the bins.
     idx = np.empty(n, dtype=np.int64)
     iw = np.empty(n, dtype=np.float64)
     ic = np.zeros(n, dtype=np.int64)
@@ -172,29 +217,314 @@ def _grow_one(
             idx[m] = i
             iw[m] = w[i]
             if is_reg:
-                iwy[m] = w[i] * y_reg[i]
+                iwy[m] = w[i] * data.y_reg[i]
             else:
-                ic[m] = y_cls[i]
+                ic[m] = data.y_cls[i]
             m += 1
-    tmp = np.empty(m, dtype=np.int64)
-    tmp_w = np.empty(m, dtype=np.float64)
-    tmp_c = np.empty(m, dtype=np.int64)
-    tmp_wy = np.empty(m, dtype=np.float64)
+    return (idx, iw, ic, iwy), m
 
-    h = np.zeros((256, n_stats), dtype=np.float64)
-    hc = np.zeros((256, n_stats), dtype=np.float64)  # statistics of the bins present in the node, in bin order
-    cb = np.empty(256, dtype=np.int64)  # their bin ids
-    seen = np.zeros(4, dtype=np.uint64)  # bitmap of the bins touched in the current histogram
+
+@njit(inline="always")
+def _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent) -> tuple:
+    """Write node ``node`` as a leaf with its value and weight (a split overwrites it); its statistics go to
+    ``parent``. Returns the node's weight and whether it is pure."""
+    _, iw, ic, iwy = samples
+    parent[:] = 0.0
+    for ii in range(start, end):
+        if is_reg:
+            parent[0] += iw[ii]
+            parent[1] += iwy[ii]
+        else:
+            parent[ic[ii]] += iw[ii]
+    W = _weight(parent, is_reg)
+    if is_reg:
+        out.value[t, node, 0] = parent[1] / W if W > 0 else 0.0
+    else:
+        for k in range(n_classes):
+            out.value[t, node, k] = parent[k] / W if W > 0 else 0.0
+    out.weight[t, node] = W
+    out.left[t, node] = LEAF
+    out.right[t, node] = LEAF
+    out.feature[t, node] = -1
+    out.gain[t, node] = 0.0
+    pure = False
+    if not is_reg:
+        for k in range(n_classes):
+            if parent[k] == W:
+                pure = True
+    return W, pure
+
+
+@njit(inline="always")
+def _draw_candidates(cand, n_feats, split_k, state) -> int:
+    """Candidate features of a node in ``cand[:returned]``: the tree's subspace, or a random part of it."""
+    n_cand = n_feats
+    for j in range(n_feats):
+        cand[j] = j
+    if split_k > 0 and split_k < n_feats:
+        for j in range(split_k):
+            r = j + next_below(state, n_feats - j)
+            tmp = cand[j]
+            cand[j] = cand[r]
+            cand[r] = tmp
+        n_cand = split_k
+    return n_cand
+
+
+@njit(inline="always")
+def _stored_histogram(Hj, is_reg, n_stats, miss, cb, hc) -> int:
+    """The present bins of a stored histogram, in order (``cb``, ``hc``), the missing ones in ``miss``."""
+    n_present = 0
+    for b in range(MISSING_BIN):
+        if _weight(Hj[b], is_reg) > 0:
+            cb[n_present] = b
+            hc[n_present, :] = Hj[b]
+            n_present += 1
+    for k in range(n_stats):
+        miss[k] = Hj[MISSING_BIN, k]
+    return n_present
+
+
+@njit(inline="always")
+def _scan_two_stats(j, hc, cb, n_present, parent, parent_score, is_reg, min_samples_leaf, best):
+    """The best threshold of a numeric feature with two statistics and nothing missing: the common case (binary
+    classification or regression), in scalars. :func:`_scan_general` computes exactly the same scores, but its
+    per-bin loops over statistics and missing-value sides make it several times slower, and this is the hot spot.
+
+    ``best`` and the result are ``(gain, feature slot, threshold bin, missing left, nominal)``."""
+    best_gain, best_j, best_thr, best_missleft, best_nominal = best
+    l0 = 0.0
+    l1 = 0.0
+    p0 = parent[0]
+    p1 = parent[1]
+    for q in range(n_present - 1):
+        l0 += hc[q, 0]
+        l1 += hc[q, 1]
+        r0 = p0 - l0
+        r1 = p1 - l1
+        if is_reg:
+            wl = l0
+            wr = r0
+            if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                continue
+            score = l1 * l1 / wl + r1 * r1 / wr
+        else:
+            wl = l0 + l1
+            wr = r0 + r1
+            if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                continue
+            score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
+        gain = score - parent_score
+        if gain > best_gain:
+            best_gain = gain
+            best_j = j
+            best_nominal = False
+            best_missleft = wl >= wr
+            best_thr = cb[q]
+    return best_gain, best_j, best_thr, best_missleft, best_nominal
+
+
+@njit(inline="always")
+def _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, n_classes, n_stats,
+                  min_samples_leaf, min_category_weight, scan, best, best_cats):
+    """The best split of one feature in the general case: any statistics, missing values, nominal categories.
+
+    Missing values, and in a nominal column the categories too rare in this node to be placed on their own
+    evidence, form one pool that follows the split's default side (as unseen categories will). Bins are scanned in
+    their natural order (numeric) or by target statistic (nominal); the prefixes of that order are tried (mode 0)
+    and, for nominal columns, each category against the rest (mode 1). ``best_cats`` receives the left categories
+    of a better nominal split."""
+    keys, cat_ids, sorted_ids, rare_ids, left, right, trial = scan
+    best_gain, best_j, best_thr, best_missleft, best_nominal = best
+    n_rare = 0
+    n_order = 0
+    if nominal:
+        kmax = 0
+        for k in range(n_stats):
+            if parent[k] > parent[kmax]:
+                kmax = k
+        for c in range(n_present):
+            wb = _weight(hc[c], is_reg)
+            if wb < min_category_weight:
+                for k in range(n_stats):
+                    miss[k] += hc[c, k]
+                rare_ids[n_rare] = c
+                n_rare += 1
+                continue
+            if is_reg or n_classes == 2:
+                keys[n_order] = hc[c, 1] / wb
+            else:
+                # Multiclass: order by the share of the node's most frequent class.
+                keys[n_order] = hc[c, kmax] / wb
+            cat_ids[n_order] = c
+            n_order += 1
+        order = np.argsort(keys[:n_order], kind="mergesort")
+        for q in range(n_order):
+            sorted_ids[q] = cat_ids[order[q]]
+        for q in range(n_order):
+            cat_ids[q] = sorted_ids[q]
+    else:
+        for c in range(n_present):
+            cat_ids[c] = c
+        n_order = n_present
+    w_miss = _weight(miss, is_reg)
+
+    # The last prefix puts every present value left: "present vs missing", tried when any are missing.
+    n_modes = 2 if nominal and n_order > 2 else 1
+    for mode in range(n_modes):
+        left[:] = 0.0
+        for q in range(n_order):
+            if mode == 0 and q == n_order - 1 and w_miss == 0:
+                break
+            b = cat_ids[q]
+            if mode == 1:
+                left[:] = 0.0
+            for k in range(n_stats):
+                left[k] += hc[b, k]
+            for k in range(n_stats):
+                right[k] = parent[k] - miss[k] - left[k]
+            w_left = _weight(left, is_reg)
+            w_right = _weight(right, is_reg)
+            if w_left <= 0 and w_right <= 0:
+                continue
+            # Missing values to the left, then to the right; with none seen, they follow the larger side.
+            for side in range(2):
+                if (w_miss == 0 and side == 1) or (mode == 0 and q == n_order - 1 and side == 0):
+                    continue
+                if side == 0:
+                    for k in range(n_stats):
+                        trial[k] = left[k] + miss[k]
+                    wl = w_left + w_miss
+                    wr = w_right
+                    score = _child_score(trial, is_reg) + _child_score(right, is_reg)
+                else:
+                    for k in range(n_stats):
+                        trial[k] = right[k] + miss[k]
+                    wl = w_left
+                    wr = w_right + w_miss
+                    score = _child_score(left, is_reg) + _child_score(trial, is_reg)
+                if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+                    continue
+                gain = score - parent_score
+                if gain > best_gain:
+                    best_gain = gain
+                    best_j = j
+                    best_nominal = nominal
+                    if w_miss == 0:
+                        best_missleft = w_left >= w_right
+                    else:
+                        best_missleft = side == 0
+                    if nominal:
+                        best_thr = 0
+                        best_cats[:] = 0
+                        for qq in range(q + 1 if mode == 0 else 1):
+                            c = cb[cat_ids[qq] if mode == 0 else b]
+                            best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                        if best_missleft:
+                            for qq in range(n_rare):
+                                c = cb[rare_ids[qq]]
+                                best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                    else:
+                        best_thr = cb[b]
+    return best_gain, best_j, best_thr, best_missleft, best_nominal
+
+
+@njit(inline="always")
+def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings, stored, hist, scan,
+                best_cats):
+    """The best split of a node among its candidate features: ``(gain, feature slot, threshold bin, missing left,
+    nominal)``, slot -1 if none beats a negligible gain; ``best_cats`` holds the left categories of a nominal one.
+    ``stored`` is the node's stored histograms (an empty array when they are not kept)."""
+    idx, iw, ic, iwy = samples
+    h, hc, cb, seen, miss = hist
+    is_reg = data.is_reg
+    parent_score = _child_score(parent, is_reg)
+    best = (1e-12 * (abs(parent_score) + 1.0), -1, 0, False, False)
+    best_cats[:] = np.uint64(0)
+    for cj in range(n_cand):
+        j = cand[cj]
+        f = feats[j]
+        if stored.shape[0] > 0:
+            n_present = _stored_histogram(stored[j], is_reg, n_stats, miss, cb, hc)
+        else:
+            n_present = _node_histogram(data.Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc)
+        nominal = data.is_nominal[f]
+        if not nominal and n_stats == 2 and _weight(miss, is_reg) == 0:
+            best = _scan_two_stats(j, hc, cb, n_present, parent, parent_score, is_reg, settings.min_samples_leaf,
+                                   best)
+        else:
+            best = _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, data.n_classes,
+                                 n_stats, settings.min_samples_leaf, settings.min_category_weight, scan, best,
+                                 best_cats)
+    return best
+
+
+@njit(inline="always")
+def _partition(Xb, f, samples, tmp, start, end, best_thr, best_missleft, best_nominal, best_cats) -> int:
+    """Stable partition of the node's samples by the split: left samples first, in their original order. Returns
+    where the right ones start."""
+    idx, iw, ic, iwy = samples
+    tmp_i, tmp_w, tmp_c, tmp_wy = tmp
+    nl = start
+    nr = 0
+    for ii in range(start, end):
+        s = idx[ii]
+        b = Xb[f, s]
+        if b == MISSING_BIN:
+            go_left = best_missleft
+        elif best_nominal:
+            go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+        else:
+            go_left = b <= best_thr
+        if go_left:
+            idx[nl] = s
+            iw[nl] = iw[ii]
+            ic[nl] = ic[ii]
+            iwy[nl] = iwy[ii]
+            nl += 1
+        else:
+            tmp_i[nr] = s
+            tmp_w[nr] = iw[ii]
+            tmp_c[nr] = ic[ii]
+            tmp_wy[nr] = iwy[ii]
+            nr += 1
+    for q in range(nr):
+        idx[nl + q] = tmp_i[q]
+        iw[nl + q] = tmp_w[q]
+        ic[nl + q] = tmp_c[q]
+        iwy[nl + q] = tmp_wy[q]
+    return nl
+
+
+# The steps of growing a node are inlined into this one function, as one hand-written loop would be: compiled as
+# separate calls they measured 4-18% slower than the single loop on deep trees and nominal features (one thread).
+@njit(cache=True)
+def _grow_one(data, settings, plans, t, out):
+    """Grow tree ``t`` depth first; returns its node count."""
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = plans.seeds[t]
+    feats = plans.subspaces[t]
+    n_feats = plans.sizes[t]
+    split_k = plans.split_ks[t]
+    is_reg = data.is_reg
+    n_classes = data.n_classes
+    max_depth = settings.max_depth
+    cap = settings.cap
+    n_stats = 2 if is_reg else n_classes
+    samples, m = _in_bag(data, settings.bootstrap, state)
+    tmp = (np.empty(m, dtype=np.int64), np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64),
+           np.empty(m, dtype=np.float64))
+
+    # h: one feature's statistics per bin; hc, cb: those of the bins present in the node, in bin order, and their
+    # ids; seen: bitmap of the bins touched; miss: the missing values' statistics.
+    hist = (np.zeros((256, n_stats), dtype=np.float64), np.zeros((256, n_stats), dtype=np.float64),
+            np.empty(256, dtype=np.int64), np.zeros(4, dtype=np.uint64), np.zeros(n_stats, dtype=np.float64))
+    # keys, cat_ids, sorted_ids, rare_ids: the order of a nominal feature's categories; left, right, trial: sides.
+    scan = (np.empty(256, dtype=np.float64), np.empty(256, dtype=np.int64), np.empty(256, dtype=np.int64),
+            np.empty(256, dtype=np.int64), np.zeros(n_stats, dtype=np.float64), np.zeros(n_stats, dtype=np.float64),
+            np.zeros(n_stats, dtype=np.float64))
     parent = np.zeros(n_stats, dtype=np.float64)
-    left = np.zeros(n_stats, dtype=np.float64)
-    right = np.zeros(n_stats, dtype=np.float64)
-    trial = np.zeros(n_stats, dtype=np.float64)
     cand = np.empty(n_feats, dtype=np.int64)
-    keys = np.empty(256, dtype=np.float64)
-    cat_ids = np.empty(256, dtype=np.int64)
-    sorted_ids = np.empty(256, dtype=np.int64)
-    rare_ids = np.empty(256, dtype=np.int64)
-    miss = np.zeros(n_stats, dtype=np.float64)
     best_cats = np.zeros(4, dtype=np.uint64)
 
     st_node = np.empty(cap, dtype=np.int64)
@@ -209,11 +539,11 @@ def _grow_one(
         n_buf = min(max_depth + 2, HIST_POOL_BYTES // (n_feats * 256 * n_stats * 8) - 1)
     n_buf = max(n_buf, 0)
     pool = np.empty((n_buf + 1 if n_buf > 0 else 1, n_feats if n_buf > 0 else 1, 256, n_stats), dtype=np.float64)
+    no_store = pool[0, :0]
     free = np.empty(max(n_buf, 1), dtype=np.int64)  # ids of unused buffers; id n_buf is the sibling scratch
     n_free = n_buf
     for q in range(n_buf):
         free[q] = n_buf - 1 - q
-    sp = 0
     st_node[0] = 0
     st_start[0] = 0
     st_end[0] = m
@@ -230,31 +560,8 @@ def _grow_one(
         depth = st_depth[sp]
         buf = st_buf[sp]
 
-        parent[:] = 0.0
-        for ii in range(start, end):
-            if is_reg:
-                parent[0] += iw[ii]
-                parent[1] += iwy[ii]
-            else:
-                parent[ic[ii]] += iw[ii]
-        W = _weight(parent, is_reg)
-        if is_reg:
-            o_value[node, 0] = parent[1] / W if W > 0 else 0.0
-        else:
-            for k in range(n_classes):
-                o_value[node, k] = parent[k] / W if W > 0 else 0.0
-        o_weight[node] = W
-        o_left[node] = LEAF
-        o_right[node] = LEAF
-        o_feature[node] = -1
-        o_gain[node] = 0.0
-
-        pure = False
-        if not is_reg:
-            for k in range(n_classes):
-                if parent[k] == W:
-                    pure = True
-        if pure or depth >= max_depth or W < 2 * min_samples_leaf or n_nodes + 2 > cap:
+        W, pure = _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent)
+        if pure or depth >= max_depth or W < 2 * settings.min_samples_leaf or n_nodes + 2 > cap:
             if buf >= 0:
                 free[n_free] = buf
                 n_free += 1
@@ -262,175 +569,13 @@ def _grow_one(
         if buf < 0 and n_buf > 0 and end - start >= SUBTRACT_FROM and n_free > 0:
             n_free -= 1
             buf = free[n_free]
-            _build_histograms(pool[buf], Xb, feats, n_feats, idx, iw, ic, iwy, start, end, is_reg)
+            _build_histograms(pool[buf], data.Xb, feats, n_feats, samples[0], samples[1], samples[2], samples[3],
+                              start, end, is_reg)
 
-        # Candidate features of this node: the tree's subspace, or a random part of it.
-        n_cand = n_feats
-        for j in range(n_feats):
-            cand[j] = j
-        if split_k > 0 and split_k < n_feats:
-            for j in range(split_k):
-                r = j + next_below(state, n_feats - j)
-                t = cand[j]
-                cand[j] = cand[r]
-                cand[r] = t
-            n_cand = split_k
-
-        parent_score = _child_score(parent, is_reg)
-        best_gain = 1e-12 * (abs(parent_score) + 1.0)
-        best_j = -1
-        best_thr = 0
-        best_missleft = False
-        best_nominal = False
-        for k in range(4):
-            best_cats[k] = np.uint64(0)
-
-        for cj in range(n_cand):
-            j = cand[cj]
-            f = feats[j]
-            if buf >= 0:
-                # This node's histograms are stored: list the present bins of feature j in order.
-                Hj = pool[buf, j]
-                n_present = 0
-                for b in range(MISSING):
-                    if _weight(Hj[b], is_reg) > 0:
-                        cb[n_present] = b
-                        hc[n_present, :] = Hj[b]
-                        n_present += 1
-                for k in range(n_stats):
-                    miss[k] = Hj[MISSING, k]
-            else:
-                n_present = _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc)
-            nominal = is_nominal[f]
-            if not nominal and n_stats == 2 and _weight(miss, is_reg) == 0:
-                # The common case (binary classification or regression, numeric, nothing missing in the node), in
-                # scalars: the general scan below computes exactly the same scores, but its per-bin loops over
-                # statistics and missing-value sides make it several times slower, and this loop is the hot spot.
-                l0 = 0.0
-                l1 = 0.0
-                p0 = parent[0]
-                p1 = parent[1]
-                for q in range(n_present - 1):
-                    l0 += hc[q, 0]
-                    l1 += hc[q, 1]
-                    r0 = p0 - l0
-                    r1 = p1 - l1
-                    if is_reg:
-                        wl = l0
-                        wr = r0
-                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                            continue
-                        score = l1 * l1 / wl + r1 * r1 / wr
-                    else:
-                        wl = l0 + l1
-                        wr = r0 + r1
-                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                            continue
-                        score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
-                    gain = score - parent_score
-                    if gain > best_gain:
-                        best_gain = gain
-                        best_j = j
-                        best_nominal = False
-                        best_missleft = wl >= wr
-                        best_thr = cb[q]
-                continue
-            # Missing values, and in a nominal column the categories too rare in this node to be placed on their
-            # own evidence, form one pool that follows the split's default side (as unseen categories will).
-            n_rare = 0
-
-            # The order in which bins are scanned: natural for numeric, by target statistic for nominal.
-            n_order = 0
-            if nominal:
-                kmax = 0
-                for k in range(n_stats):
-                    if parent[k] > parent[kmax]:
-                        kmax = k
-                for c in range(n_present):
-                    wb = _weight(hc[c], is_reg)
-                    if wb < min_category_weight:
-                        for k in range(n_stats):
-                            miss[k] += hc[c, k]
-                        rare_ids[n_rare] = c
-                        n_rare += 1
-                        continue
-                    if is_reg or n_classes == 2:
-                        keys[n_order] = hc[c, 1] / wb
-                    else:
-                        # Multiclass: order by the share of the node's most frequent class.
-                        keys[n_order] = hc[c, kmax] / wb
-                    cat_ids[n_order] = c
-                    n_order += 1
-                order = np.argsort(keys[:n_order], kind="mergesort")
-                for q in range(n_order):
-                    sorted_ids[q] = cat_ids[order[q]]
-                for q in range(n_order):
-                    cat_ids[q] = sorted_ids[q]
-            else:
-                for c in range(n_present):
-                    cat_ids[c] = c
-                n_order = n_present
-            w_miss = _weight(miss, is_reg)
-
-            # Prefixes of the order (mode 0) and, for nominal columns, each category against the rest (mode 1).
-            # The last prefix puts every present value left: "present vs missing", tried when any are missing.
-            n_modes = 2 if nominal and n_order > 2 else 1
-            for mode in range(n_modes):
-                left[:] = 0.0
-                for q in range(n_order):
-                    if mode == 0 and q == n_order - 1 and w_miss == 0:
-                        break
-                    b = cat_ids[q]
-                    if mode == 1:
-                        left[:] = 0.0
-                    for k in range(n_stats):
-                        left[k] += hc[b, k]
-                    for k in range(n_stats):
-                        right[k] = parent[k] - miss[k] - left[k]
-                    w_left = _weight(left, is_reg)
-                    w_right = _weight(right, is_reg)
-                    if w_left <= 0 and w_right <= 0:
-                        continue
-                    # Missing values to the left, then to the right; with none seen, they follow the larger side.
-                    for side in range(2):
-                        if (w_miss == 0 and side == 1) or (mode == 0 and q == n_order - 1 and side == 0):
-                            continue
-                        if side == 0:
-                            for k in range(n_stats):
-                                trial[k] = left[k] + miss[k]
-                            wl = w_left + w_miss
-                            wr = w_right
-                            score = _child_score(trial, is_reg) + _child_score(right, is_reg)
-                        else:
-                            for k in range(n_stats):
-                                trial[k] = right[k] + miss[k]
-                            wl = w_left
-                            wr = w_right + w_miss
-                            score = _child_score(left, is_reg) + _child_score(trial, is_reg)
-                        if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                            continue
-                        gain = score - parent_score
-                        if gain > best_gain:
-                            best_gain = gain
-                            best_j = j
-                            best_nominal = nominal
-                            if w_miss == 0:
-                                best_missleft = w_left >= w_right
-                            else:
-                                best_missleft = side == 0
-                            if nominal:
-                                best_thr = 0
-                                best_cats[:] = 0
-                                for qq in range(q + 1 if mode == 0 else 1):
-                                    c = cb[cat_ids[qq] if mode == 0 else b]
-                                    best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
-                                if best_missleft:
-                                    for qq in range(n_rare):
-                                        c = cb[rare_ids[qq]]
-                                        best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
-                            else:
-                                best_thr = cb[b]
-
+        n_cand = _draw_candidates(cand, n_feats, split_k, state)
+        best_gain, best_j, best_thr, best_missleft, best_nominal = _best_split(
+            data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings,
+            pool[buf] if buf >= 0 else no_store, hist, scan, best_cats)
         if best_j < 0:
             if buf >= 0:
                 free[n_free] = buf
@@ -438,42 +583,13 @@ def _grow_one(
             continue
 
         f = feats[best_j]
-        o_feature[node] = f
-        o_thr[node] = best_thr if not best_nominal else 0
-        o_missleft[node] = 1 if best_missleft else 0
-        o_nominal[node] = 1 if best_nominal else 0
-        o_cats[node, :] = best_cats
-        o_gain[node] = best_gain
-
-        # Stable partition: left samples first, in their original order.
-        nl = start
-        nr = 0
-        for ii in range(start, end):
-            s = idx[ii]
-            b = Xb[f, s]
-            if b == MISSING:
-                go_left = best_missleft
-            elif best_nominal:
-                go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
-            else:
-                go_left = b <= best_thr
-            if go_left:
-                idx[nl] = s
-                iw[nl] = iw[ii]
-                ic[nl] = ic[ii]
-                iwy[nl] = iwy[ii]
-                nl += 1
-            else:
-                tmp[nr] = s
-                tmp_w[nr] = iw[ii]
-                tmp_c[nr] = ic[ii]
-                tmp_wy[nr] = iwy[ii]
-                nr += 1
-        for q in range(nr):
-            idx[nl + q] = tmp[q]
-            iw[nl + q] = tmp_w[q]
-            ic[nl + q] = tmp_c[q]
-            iwy[nl + q] = tmp_wy[q]
+        out.feature[t, node] = f
+        out.threshold[t, node] = best_thr if not best_nominal else 0
+        out.missing_left[t, node] = 1 if best_missleft else 0
+        out.nominal[t, node] = 1 if best_nominal else 0
+        out.cats[t, node, :] = best_cats
+        out.gain[t, node] = best_gain
+        nl = _partition(data.Xb, f, samples, tmp, start, end, best_thr, best_missleft, best_nominal, best_cats)
 
         # Stored histograms pass to the larger child as the parent's minus the smaller child's (built directly, into
         # a buffer of its own if it is large enough to keep one, else into the scratch buffer).
@@ -487,13 +603,9 @@ def _grow_one(
                 if s_end - s_start >= SUBTRACT_FROM and n_free > 0:
                     n_free -= 1
                     sbuf = free[n_free]
-                _build_histograms(pool[sbuf], Xb, feats, n_feats, idx, iw, ic, iwy, s_start, s_end, is_reg)
-                P = pool[buf]
-                S = pool[sbuf]
-                for j in range(n_feats):
-                    for b in range(256):
-                        for k in range(n_stats):
-                            P[j, b, k] -= S[j, b, k]
+                _build_histograms(pool[sbuf], data.Xb, feats, n_feats, samples[0], samples[1], samples[2],
+                                  samples[3], s_start, s_end, is_reg)
+                pool[buf] -= pool[sbuf]
                 kept = sbuf if sbuf != n_buf else -1
                 buf_l, buf_r = (kept, buf) if small_left else (buf, kept)
             else:
@@ -503,8 +615,8 @@ def _grow_one(
         lc = n_nodes
         rc = n_nodes + 1
         n_nodes += 2
-        o_left[node] = lc
-        o_right[node] = rc
+        out.left[t, node] = lc
+        out.right[t, node] = rc
         # Right child pushed first so that the left subtree is grown first (depth first, bounded stack).
         st_node[sp] = rc
         st_start[sp] = nl
@@ -522,17 +634,9 @@ def _grow_one(
 
 
 @njit(parallel=True, cache=True)
-def grow_trees(
-    Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces, subspace_sizes, is_nominal, seeds, bootstrap,
-    max_depth, min_samples_leaf, split_ks, cap, min_category_weight,
-    o_feature, o_thr, o_missleft, o_nominal, o_cats, o_left, o_right, o_value, o_gain, o_weight, o_n_nodes,
-):
-    """Grow ``len(seeds)`` trees, one per row of ``subspaces`` (feature ids, padded with -1), in parallel; tree ``t``
-    draws ``split_ks[t]`` of its features at every split (0: all of them)."""
-    for t in prange(seeds.shape[0]):
-        o_n_nodes[t] = _grow_one(
-            Xb, n, y_cls, y_reg, n_classes, is_reg, subspaces[t], subspace_sizes[t], is_nominal,
-            seeds[t], bootstrap, max_depth, min_samples_leaf, split_ks[t], cap, min_category_weight,
-            o_feature[t], o_thr[t], o_missleft[t], o_nominal[t], o_cats[t], o_left[t], o_right[t],
-            o_value[t], o_gain[t], o_weight[t],
-        )
+def grow_trees(data, settings, plans, out):
+    """Grow one tree per row of ``plans`` into the rows of ``out``, in parallel over trees."""
+    # Bound before the loop: numba 0.68 drops a store through a tuple field (out.n_nodes[t] = ...) in a prange body.
+    n_nodes = out.n_nodes
+    for t in prange(plans.seeds.shape[0]):
+        n_nodes[t] = _grow_one(data, settings, plans, t, out)

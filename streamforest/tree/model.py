@@ -3,17 +3,18 @@
 Node ``i`` of tree ``t`` lives at ``offsets[t] + i``; ``left``/``right`` are indices local to the tree (-1 at a
 leaf). A numeric split sends bin ``b`` left when ``b <= threshold``; a nominal split when bit ``b`` of ``cats`` is
 set; the missing bin follows ``missing_left``. Everything is a plain numpy array, so a batch is trivial to route in
-numba, to concatenate, to save without pickle and to hash.
+numba (the batch is one named tuple: kernels read ``trees.left[...]``), to concatenate, to save without pickle and to
+hash.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from streamforest.tree.grow import grow_trees
+from streamforest.tree.grow import GrowData, GrownNodes, GrowSettings, TreePlans, grow_trees
 
 
 @njit(cache=True)
@@ -33,8 +34,9 @@ def _parents_and_depths(offsets, left, right, parent, depth):
 ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cats", "left", "right", "value", "gain", "weight")
 
 
-@dataclass
-class Trees:
+class Trees(NamedTuple):
+    """Trees end to end as flat arrays; a named tuple, so numba kernels take the whole batch as one argument."""
+
     feature: np.ndarray  # int32 (N,), -1 at leaves
     threshold: np.ndarray  # uint8 (N,)
     missing_left: np.ndarray  # uint8 (N,)
@@ -150,27 +152,24 @@ def grow(
         sizes[t] = len(s)
     cap = node_capacity(n_samples, max_depth, min_samples_leaf)
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
-    o = {
-        "feature": np.empty((n_trees, cap), dtype=np.int32),
-        "threshold": np.zeros((n_trees, cap), dtype=np.uint8),
-        "missing_left": np.zeros((n_trees, cap), dtype=np.uint8),
-        "nominal": np.zeros((n_trees, cap), dtype=np.uint8),
-        "cats": np.zeros((n_trees, cap, 4), dtype=np.uint64),
-        "left": np.empty((n_trees, cap), dtype=np.int32),
-        "right": np.empty((n_trees, cap), dtype=np.int32),
-        "value": np.zeros((n_trees, cap, n_out), dtype=np.float64),
-        "gain": np.zeros((n_trees, cap), dtype=np.float64),
-        "weight": np.zeros((n_trees, cap), dtype=np.float64),
-    }
-    n_nodes = np.zeros(n_trees, dtype=np.int64)
-    grow_trees(
-        Xb, n_samples, y_cls, y_reg, max(n_classes, 1), is_reg, sub, sizes, is_nominal,
-        seeds.astype(np.uint64), bootstrap, max_depth, float(min_samples_leaf), split_ks, cap,
-        float(min_category_weight),
-        o["feature"], o["threshold"], o["missing_left"], o["nominal"], o["cats"], o["left"], o["right"],
-        o["value"], o["gain"], o["weight"], n_nodes,
+    out = GrownNodes(
+        feature=np.empty((n_trees, cap), dtype=np.int32),
+        threshold=np.zeros((n_trees, cap), dtype=np.uint8),
+        missing_left=np.zeros((n_trees, cap), dtype=np.uint8),
+        nominal=np.zeros((n_trees, cap), dtype=np.uint8),
+        cats=np.zeros((n_trees, cap, 4), dtype=np.uint64),
+        left=np.empty((n_trees, cap), dtype=np.int32),
+        right=np.empty((n_trees, cap), dtype=np.int32),
+        value=np.zeros((n_trees, cap, n_out), dtype=np.float64),
+        gain=np.zeros((n_trees, cap), dtype=np.float64),
+        weight=np.zeros((n_trees, cap), dtype=np.float64),
+        n_nodes=np.zeros(n_trees, dtype=np.int64),
     )
+    data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
+    settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight))
+    grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks), out)
+    n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])
-    parts = {name: np.concatenate([a[t, : n_nodes[t]] for t in range(n_trees)]) for name, a in o.items()}
+    parts = {name: np.concatenate([getattr(out, name)[t, : n_nodes[t]] for t in range(n_trees)]) for name in ARRAYS}
     return Trees(offsets=offsets, **parts)

@@ -2,121 +2,85 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
-import numba
 import numpy as np
 from numba import njit, prange
 
+from streamforest.binning import MISSING_BIN
+from streamforest.threads import SERIAL_BELOW
 from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
 
-MISSING = 255
 _BLOCK = 256
 
 
 @njit(inline="always")
-def goes_left(b, thr, missing_left, nominal, cats_row) -> bool:
-    if b == MISSING:
-        return missing_left == 1
-    if nominal == 1:
-        return ((cats_row[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
-    return b <= thr
+def goes_left(trees, g, b) -> bool:
+    """Whether bin ``b`` goes left at node ``g`` (a global node index)."""
+    if b == MISSING_BIN:
+        return trees.missing_left[g] == 1
+    if trees.nominal[g] == 1:
+        return ((trees.cats[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+    return b <= trees.threshold[g]
 
 
 @njit(inline="always")
-def leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right) -> int:
+def leaf_of(trees, Xb, i, base) -> int:
+    """The leaf (local index) sample ``i`` reaches in the tree whose nodes start at ``base``."""
     node = 0
-    while left[base + node] >= 0:
+    while trees.left[base + node] >= 0:
         g = base + node
-        if goes_left(Xb[feature[g], i], thr[g], missing_left[g], nominal[g], cats[g]):
-            node = left[g]
+        if goes_left(trees, g, Xb[trees.feature[g], i]):
+            node = trees.left[g]
         else:
-            node = right[g]
+            node = trees.right[g]
     return node
 
 
-#: Batches with fewer samples than this are routed by a serial kernel. A parallel region waits for every worker
-#: thread, so on a loaded machine one sample could wait milliseconds for a thread to be scheduled (measured: 7 to
-#: 30 ms per call with the other cores busy); a single sample through a few hundred trees takes microseconds.
-SERIAL_BELOW = 16
-
-
-@contextmanager
-def single_thread() -> Iterator[None]:
-    """Run the parallel kernels called in this block on the calling thread alone.
-
-    With one thread a parallel region does not wait for the others, which matters when the work is small and the
-    machine busy. Numba's thread count is per calling thread, so other threads are not affected.
-    """
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
-
-
-@contextmanager
-def threads_for(n_samples: int) -> Iterator[None]:
-    """:func:`single_thread` if the batch is tiny, for kernels that have no serial twin here (the encodings')."""
-    if n_samples >= SERIAL_BELOW:
-        yield
-        return
-    with single_thread():
-        yield
-
-
 @njit(inline="always")
-def _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out):
-    for t in range(offsets.shape[0] - 1):
-        base = offsets[t]
-        leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+def _weighted_row(trees, Xb, i, tree_w, out):
+    for t in range(trees.offsets.shape[0] - 1):
+        base = trees.offsets[t]
+        leaf = leaf_of(trees, Xb, i, base)
         wt = tree_w[t]
-        for k in range(value.shape[1]):
-            out[i, k] += wt * value[base + leaf, k]
+        for k in range(trees.value.shape[1]):
+            out[i, k] += wt * trees.value[base + leaf, k]
 
 
 @njit(parallel=True, cache=True)
-def _weighted_values(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out):
+def _weighted_values(trees, Xb, m, tree_w, out):
     for i in prange(m):
-        _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out)
+        _weighted_row(trees, Xb, i, tree_w, out)
 
 
 @njit(cache=True)
-def _weighted_values_serial(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w,
-                            out):
+def _weighted_values_serial(trees, Xb, m, tree_w, out):
     for i in range(m):
-        _weighted_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, value, tree_w, out)
+        _weighted_row(trees, Xb, i, tree_w, out)
 
 
 @njit(inline="always")
-def _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
-    for t in range(offsets.shape[0] - 1):
-        out[i, t] = leaf_of(Xb, i, offsets[t], feature, thr, missing_left, nominal, cats, left, right)
+def _leaves_row(trees, Xb, i, out):
+    for t in range(trees.offsets.shape[0] - 1):
+        out[i, t] = leaf_of(trees, Xb, i, trees.offsets[t])
 
 
 @njit(parallel=True, cache=True)
-def _leaves(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
+def _leaves(trees, Xb, m, out):
     for i in prange(m):
-        _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out)
+        _leaves_row(trees, Xb, i, out)
 
 
 @njit(cache=True)
-def _leaves_serial(Xb, m, offsets, feature, thr, missing_left, nominal, cats, left, right, out):
+def _leaves_serial(trees, Xb, m, out):
     for i in range(m):
-        _leaves_row(Xb, i, offsets, feature, thr, missing_left, nominal, cats, left, right, out)
+        _leaves_row(trees, Xb, i, out)
 
 
 def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
     """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
     kernel = _weighted_values_serial if n_samples < SERIAL_BELOW else _weighted_values
-    kernel(
-        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
-        trees.cats, trees.left, trees.right, trees.value, np.ascontiguousarray(tree_weights, dtype=np.float64), out,
-    )
+    kernel(trees, Xb, n_samples, np.ascontiguousarray(tree_weights, dtype=np.float64), out)
     return out
 
 
@@ -124,10 +88,7 @@ def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
     """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
     out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
     kernel = _leaves_serial if n_samples < SERIAL_BELOW else _leaves
-    kernel(
-        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
-        trees.cats, trees.left, trees.right, out,
-    )
+    kernel(trees, Xb, n_samples, out)
     return out
 
 
@@ -140,22 +101,22 @@ def _inbag(n, y_cls, n_classes, stratified, seeds, out):
 
 
 @njit(parallel=True, cache=True)
-def _oob(Xb, n, offsets, feature, thr, missing_left, nominal, cats, left, right, value, inbag, out, count):
-    n_trees = offsets.shape[0] - 1
-    n_out = value.shape[1]
+def _oob(trees, Xb, n, inbag, out, count):
+    n_trees = trees.offsets.shape[0] - 1
+    n_out = trees.value.shape[1]
     # Blocks of samples, each taken through one tree at a time: a tree reads a few feature rows, and consecutive
     # samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
     n_blocks = (n + _BLOCK - 1) // _BLOCK
     for blk in prange(n_blocks):
         for t in range(n_trees):
-            base = offsets[t]
+            base = trees.offsets[t]
             for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
                 if inbag[t, i]:
                     continue
-                leaf = leaf_of(Xb, i, base, feature, thr, missing_left, nominal, cats, left, right)
+                leaf = leaf_of(trees, Xb, i, base)
                 count[i] += 1.0
                 for k in range(n_out):
-                    out[i, k] += value[base + leaf, k]
+                    out[i, k] += trees.value[base + leaf, k]
 
 
 def out_of_bag(
@@ -170,8 +131,5 @@ def out_of_bag(
     _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
     count = np.zeros(n_samples, dtype=np.float64)
-    _oob(
-        Xb, n_samples, trees.offsets, trees.feature, trees.threshold, trees.missing_left, trees.nominal,
-        trees.cats, trees.left, trees.right, trees.value, inbag, out, count,
-    )
+    _oob(trees, Xb, n_samples, inbag, out, count)
     return out, count

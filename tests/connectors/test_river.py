@@ -101,11 +101,11 @@ def test_a_key_appearing_mid_stream_gets_a_forced_generation():
     for i, (x, y) in enumerate(PHISHING[:400]):
         model.learn_one({k: v for k, v in x.items() if k != late or i >= 300}, y)
         if i == 299:
-            assert late not in model.forest.feature_names_
+            assert late not in model.forest.feature_names_in_
     forced = [g["forced"] for g in model.forest.generations_ if g["forced"]]
     assert forced == [[late]] and late in model.feature_importances
     # It arrived once min_key_count samples of the window held it: 10 samples after it first appeared.
-    assert model.forest.feature_names_[-1] == late
+    assert model.forest.feature_names_in_[-1] == late
 
 
 def test_keys_present_in_too_few_samples_do_not_become_features():
@@ -113,7 +113,7 @@ def test_keys_present_in_too_few_samples_do_not_become_features():
     for i, (x, y) in enumerate(PHISHING[:400]):
         extra = {"rare": 1.0} if i % 50 == 0 else {}
         model.learn_one({**x, **extra}, y)
-    assert "rare" not in model.forest.feature_names_
+    assert "rare" not in model.forest.feature_names_in_
     assert model.predict_proba_one({**PHISHING[0][0], "rare": 1.0}) == model.predict_proba_one(PHISHING[0][0])
 
 
@@ -135,7 +135,7 @@ def test_nominal_keys_missing_values_and_bad_values():
         colour = str(rng.choice(["red", "green", "blue"]))
         x = {"colour": colour, "size": float(rng.normal()), "note": None}
         model.learn_one(x, colour == "red")
-    assert model.forest.feature_names_ == ["colour", "size"]  # sorted on first sight; None is missing
+    assert list(model.forest.feature_names_in_) == ["colour", "size"]  # sorted on first sight; None is missing
     assert model.predict_proba_one({"colour": "red"})[True] > 0.9
     assert model.predict_proba_one({"colour": "purple", "size": 0.0})[True] < 0.9  # unseen: missing
     before = pickle.dumps(model)
@@ -153,7 +153,7 @@ def test_keys_of_other_types_get_distinct_feature_names():
         a, b = rng.normal(size=2)
         model.learn_one({1: float(a), "1": float(b), (2, "x"): 0.0}, bool(a > 0))
     # In sorted order of (str, repr): the tuple, the string "1", then the integer 1, whose name "1" is taken.
-    assert model.forest.feature_names_ == ["(2, 'x')", "1", "1'"]
+    assert list(model.forest.feature_names_in_) == ["(2, 'x')", "1", "1'"]
     assert model.predict_proba_one({1: 2.0, "1": 0.0})[True] > 0.8
 
 
@@ -277,7 +277,7 @@ def test_encoder_in_a_pipeline_learns_and_encodes_through_the_forest():
         model.learn_one(x, y)
     assert encoder.forest is not None and metric.get() > 0.9
     x = PHISHING[0][0]
-    E = encoder.forest.encode({name: x[name] for name in encoder.forest.feature_names_}, n_components=2**20,
+    E = encoder.forest.encode({name: x[name] for name in encoder.forest.feature_names_in_}, n_components=2**20,
                               values="weighted")
     assert encoder.transform_one(x) == pytest.approx(dict(zip(E.indices.tolist(), E.data.tolist(), strict=True)))
 

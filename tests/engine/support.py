@@ -136,7 +136,7 @@ def snapshot(e: Engine) -> dict[str, Any]:
             rows = np.arange(st.n_samples)
             X = st.rows_matrix(rows)
             snap["forest"] = {
-                "version": f.model_version_, "n_samples": f.n_samples_, "features": list(f.feature_names_),
+                "version": f.model_version_, "n_samples": f.n_samples_, "features": list(f.feature_names_in_),
                 "generations": [(g["id"], g["forced"], g["log_weight"], g["n_trees"]) for g in f.generations_],
                 "proba": f.predict_proba(X).tolist() if f.task != "regression" else f.predict(X).tolist(),
                 "classes": None if f.classes_ is None else f.classes_.tolist(),

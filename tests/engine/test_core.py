@@ -86,7 +86,8 @@ def test_one_feedback_per_arrived_feature_with_the_fields_of_the_issue(toy):
     assert fb[-1]["model_version"] == forest.model_version_
     shares = {g["id"]: g["weight_share"] for g in forest.generations_}
     assert fb[-1]["weight_share"] == pytest.approx(shares[fb[-1]["generation"]])
-    assert fb[-1]["importance"] == pytest.approx(forest.feature_importances_["cat"])
+    cat = list(forest.feature_names_in_).index("cat")
+    assert fb[-1]["importance"] == pytest.approx(forest.feature_importances_[cat])
 
 
 def test_feedback_names_the_generations_that_pruning_dropped(toy):

@@ -1,4 +1,5 @@
-"""A small counter-based random generator and 64-bit mixer for numba code.
+"""Deterministic randomness: :func:`derive_seed` for seeds built from parts, and a counter-based generator with a
+64-bit mixer for numba code.
 
 Python's ``hash`` is salted per process and numpy's generators cannot be called from parallel numba loops with a
 reproducible stream per item, so the hot loops draw from SplitMix64 keyed by a per-item seed: the same seed gives
@@ -38,7 +39,18 @@ def next_below(state: np.ndarray, n: int) -> int:
 
 
 def derive_seed(*parts: int) -> int:
-    """Combine integers into one 64-bit seed, the same in every process (no salted ``hash``)."""
+    """Combine integers into one 64-bit seed, the same in every process and on every machine (no salted ``hash``).
+
+    The forest derives every tree's seed from its own seed, the generation and the tree; a caller that starts
+    several forests from one seed derives theirs the same way.
+
+    Examples
+    --------
+    >>> derive_seed(7, 0) == derive_seed(7, 0) != derive_seed(7, 1)
+    True
+    >>> 0 <= derive_seed(-1, 2**70) < 2**64
+    True
+    """
     mask = (1 << 64) - 1
     h = 0x6A09E667F3BCC909
     for p in parts:

@@ -1,0 +1,90 @@
+"""How a generation is grown: which features each tree may use, its seed, how many features a split draws, and
+the trees themselves on the current training samples.
+
+Every draw is keyed by the forest's seed and the generation id (:func:`streamforest.rng.derive_seed`), so a
+generation is the same in any process, and regrowing it on more samples with its stored subspaces and seeds gives
+the trees it would have had, had the samples been there from the start.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from streamforest import sampling
+from streamforest.rng import derive_seed
+from streamforest.tree.model import Trees, grow
+
+#: Salt of the subspace draws (the tree seeds use the tree's index in its place).
+_SUBSPACE_SALT = 0xFEA7
+
+
+class TrainingSet(NamedTuple):
+    """The samples trees grow on: feature-major bins (a buffer whose first ``n_samples`` columns are the samples),
+    class codes or regression targets, ``n_classes`` (0 for regression) and which features are nominal."""
+
+    columns: np.ndarray
+    n_samples: int
+    y_cls: np.ndarray
+    y_reg: np.ndarray
+    n_classes: int
+    is_nominal: np.ndarray
+
+
+class TreeSettings(NamedTuple):
+    """The tree parameters of the forest, as the growing kernel takes them."""
+
+    max_depth: int | None
+    min_samples_leaf: float
+    min_category_size: float
+
+
+def tree_seeds(seed: int, generation: int, n_trees: int) -> np.ndarray:
+    """The seeds of a generation's trees."""
+    return np.array([derive_seed(seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
+
+
+def uniform_masks(seed: int, generation: int, n_trees: int, n_features: int, max_features: float | int,
+                  max_subspace: int | None) -> np.ndarray:
+    """Subspaces where every feature joins with the same probability (the offline forest, refreshes)."""
+    rng = np.random.default_rng(derive_seed(seed, generation, _SUBSPACE_SALT))
+    k = sampling.subspace_size(n_features, max_features, max_subspace)
+    return sampling.uniform(rng, n_trees, n_features, k / n_features)
+
+
+def arrival_masks(seed: int, generation: int, n_trees: int, n_features: int, max_features: float | int,
+                  max_subspace: int | None, baseline: bool, importances: np.ndarray | None) -> np.ndarray:
+    """Subspaces of the generation grown when the last of ``n_features`` arrives: under the challenger policy it is
+    forced into every tree and older features join uniformly, or by ``importances`` when given; under the baseline
+    every feature joins alike."""
+    rng = np.random.default_rng(derive_seed(seed, generation, _SUBSPACE_SALT))
+    k = sampling.subspace_size(n_features, max_features, max_subspace)
+    p_old = (k - 1.0) / (n_features - 1.0) if n_features > 1 else 1.0
+    if baseline:
+        return sampling.uniform(rng, n_trees, n_features, min(1.0, p_old))
+    return sampling.challenger(rng, n_trees, sampling.old_feature_probabilities(n_features, k, importances))
+
+
+def split_counts(split_features: float | str | None, subspaces: list[np.ndarray], capped: bool) -> np.ndarray:
+    """How many features each tree draws at every split (0: its whole subspace), see ``split_features``."""
+    if split_features == "auto":
+        if not capped:
+            return np.zeros(len(subspaces), dtype=np.int64)
+        # Once capped, the subspace is already the useful part of the stream: Breiman's sqrt(d) per split keeps
+        # a split's cost O(sqrt(max_subspace)) and decorrelates trees that share the important features.
+        return np.array([math.ceil(math.sqrt(len(s))) for s in subspaces], dtype=np.int64)
+    return np.array([0 if split_features is None else max(1, math.ceil(split_features * len(s))) for s in subspaces],
+                    dtype=np.int64)
+
+
+def grow_trees(training: TrainingSet, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray,
+               settings: TreeSettings) -> Trees:
+    """One tree per subspace, grown on the training samples."""
+    return grow(
+        training.columns, training.n_samples, training.y_cls, training.y_reg, training.n_classes, subspaces, seeds,
+        training.is_nominal, max_depth=settings.max_depth if settings.max_depth is not None else 10_000,
+        min_samples_leaf=settings.min_samples_leaf, split_features=split_ks,
+        min_category_weight=settings.min_category_size,
+    )

@@ -1,0 +1,87 @@
+"""Out-of-bag accounting: every training sample's weighted votes from the trees that did not see it.
+
+Generations come and go (grown, pruned, merged), so the sums are kept incrementally: a generation's votes are added
+when it is born and subtracted when it dies, weighted by its weight relative to a reference weight (log weights
+span any range; the reference keeps the sums in float range). The score is the held-out metric of the forest on its
+own training samples: ROC AUC (binary), log loss (multiclass) or R² (regression).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from streamforest.generations import Generation
+from streamforest.growth import TrainingSet
+from streamforest.metrics import log_loss, r2, roc_auc
+from streamforest.tree import route
+
+#: Memory for the alive generations' cached out-of-bag votes (beyond it they are recomputed when needed).
+OOB_CACHE_BYTES = 128 * 2**20
+
+
+def metric_name(task: str, n_classes: int) -> str:
+    if task == "regression":
+        return "r2"
+    return "auc" if n_classes == 2 else "log_loss"
+
+
+class OutOfBag:
+    """Sums of the out-of-bag votes (``(n_samples, n_outputs)``) and vote counts, relative to ``exp(log_ref)``.
+
+    Examples
+    --------
+    >>> oob = OutOfBag.empty(n_samples=3, n_classes=2, log_ref=0.0)
+    >>> oob.sum.shape, oob.score("classification", 2, np.array([0, 1, 1]), np.zeros(3)) is None
+    ((3, 2), True)
+    """
+
+    def __init__(self, votes: np.ndarray, counts: np.ndarray, log_ref: float) -> None:
+        self.sum = votes
+        self.count = counts
+        self.log_ref = log_ref
+
+    @classmethod
+    def empty(cls, n_samples: int, n_classes: int, log_ref: float) -> OutOfBag:
+        return cls(np.zeros((n_samples, max(n_classes, 1))), np.zeros(n_samples), log_ref)
+
+    def apply(self, gen: Generation, sign: float, training: TrainingSet, alive: list[Generation]) -> None:
+        """Add (sign +1) or remove (-1) a generation's votes; ``alive`` are the generations whose cached votes
+        count against the memory budget."""
+        if not gen.in_oob:
+            return
+        if gen.oob_votes is not None:
+            votes, counts = gen.oob_votes
+        else:
+            votes, counts = route.out_of_bag(
+                gen.trees, training.columns, training.n_samples, training.y_cls, training.n_classes, gen.seeds
+            )
+        # Recomputing gives the very same numbers, so whether a generation is cached changes speed, never results.
+        cached = sum(g.oob_votes[0].nbytes + g.oob_votes[1].nbytes for g in alive
+                     if g.oob_votes is not None and g is not gen)
+        keep = sign > 0 and cached + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
+        gen.oob_votes = (votes, counts) if keep else None
+        if sign > 0 and gen.log_weight > self.log_ref:
+            scale = math.exp(self.log_ref - gen.log_weight) if self.count.any() else 0.0
+            self.sum *= scale
+            self.count *= scale
+            self.log_ref = gen.log_weight
+        factor = sign * math.exp(gen.log_weight - self.log_ref) / gen.n_trees
+        self.sum += factor * votes
+        self.count += factor * counts
+
+    def score(self, task: str, n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> float | None:
+        """The metric on the samples some tree left out (None with fewer than two)."""
+        if not self.count.size:
+            return None
+        top = float(self.count.max())
+        ok = self.count > 1e-9 * top if top > 0 else np.zeros_like(self.count, dtype=bool)
+        if ok.sum() < 2:
+            return None
+        pred = self.sum[ok] / self.count[ok, None]
+        if task == "regression":
+            return r2(y_reg[ok], pred[:, 0])
+        if n_classes == 2:
+            return roc_auc(y_cls[ok] == 1, pred[:, 1])
+        return log_loss(y_cls[ok], pred)

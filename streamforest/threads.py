@@ -1,0 +1,49 @@
+"""How many threads the numba kernels use for a call.
+
+Routing, encoding and growing run in parallel numba loops. A parallel region waits for every worker thread, so on a
+loaded machine a tiny batch (one sample) could wait milliseconds for a thread to be scheduled (measured: 7 to 30 ms
+per call with the other cores busy) for microseconds of work. Callers that learn or predict one sample at a time
+(the River adapter) run those calls on their own thread alone with :func:`single_thread`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numba
+
+#: Batches with fewer samples than this are routed by a serial kernel (or on one thread, see :func:`threads_for`).
+SERIAL_BELOW = 16
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run the parallel kernels called in this block on the calling thread alone.
+
+    With one thread a parallel region does not wait for the others, which matters when the work is small and the
+    machine busy. Numba's thread count is per calling thread, so other threads are not affected.
+
+    Examples
+    --------
+    >>> import numba
+    >>> with single_thread():
+    ...     numba.get_num_threads()
+    1
+    """
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
+
+
+@contextmanager
+def threads_for(n_samples: int) -> Iterator[None]:
+    """:func:`single_thread` if the batch is tiny, for kernels that have no serial twin (the encodings')."""
+    if n_samples >= SERIAL_BELOW:
+        yield
+        return
+    with single_thread():
+        yield
