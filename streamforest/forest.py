@@ -125,7 +125,8 @@ class FeatureStreamForest:
     split_features
         Share of a tree's subspace drawn anew at every split: ``None`` for the whole subspace (the paper), a float
         in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, then
-        the square root of its size, as in Breiman's forests (see *Wide streams*).
+        the square root of its size, as in Breiman's forests (see *Wide streams*); and while the stream is too
+        narrow for subspaces (see *Narrow streams*), every feature in every tree and ``max_features`` per split.
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -157,6 +158,14 @@ class FeatureStreamForest:
     oldest: the merged generation keeps ``trees_per_generation`` trees, drawn from each in proportion to its weight,
     and carries the sum of their weights. Each tree then stands for the same weight as before in expectation, so the
     bookkeeping (total weight, expected weighted use of every feature) is preserved.
+
+    *Narrow streams.* While a tree would see fewer than :data:`streamforest.sampling.NARROW_SUBSPACE` features on
+    average (2/3 of 1 to 4 features), per-tree subspaces make weak trees of one or two features. Under
+    ``split_features="auto"`` every tree then takes every feature, the arriving one included (the forced feature is
+    in every tree, as always), and each split draws ``max_features`` of them, rounded down as scikit-learn does.
+    No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
+    the newest before it by ``1 / (1 - mtry)``, as generations grow on a wider stream: the trees that have seen
+    every feature carry the forest, and the earlier ones fade. Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
@@ -423,9 +432,18 @@ class FeatureStreamForest:
 
     # ------------------------------------------------------------------ growing
 
+    def _narrow(self) -> bool:
+        """Whether the stream is too narrow for per-tree subspaces (``split_features="auto"``): every tree then
+        takes every feature, and each split draws ``max_features`` of them."""
+        return self.split_features == "auto" and sampling.is_narrow(
+            self.n_features_in_, self.max_features, self.max_subspace)
+
     def _split_ks(self, subspaces: list[np.ndarray]) -> np.ndarray:
         """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
         share = self.split_features
+        if self._narrow():
+            k = sampling.narrow_split_size(self.n_features_in_, self.max_features, self.max_subspace)
+            return np.full(len(subspaces), k, dtype=np.int64)
         if share == "auto":
             if not sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace):
                 return np.zeros(len(subspaces), dtype=np.int64)
@@ -449,6 +467,8 @@ class FeatureStreamForest:
     def _uniform_masks(self, generation: int) -> np.ndarray:
         """Subspaces where every feature joins with the same probability (the offline forest, refreshes)."""
         d = self.n_features_in_
+        if self._narrow():
+            return np.ones((self.trees_per_generation, d), dtype=np.bool_)
         rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
         k = sampling.subspace_size(d, self.max_features, self.max_subspace)
         return sampling.uniform(rng, self.trees_per_generation, d, k / d)
@@ -456,6 +476,8 @@ class FeatureStreamForest:
     def _sample_masks(self, generation: int) -> np.ndarray:
         d = self.n_features_in_
         T = self.trees_per_generation
+        if self._narrow():
+            return np.ones((T, d), dtype=np.bool_)
         rng = np.random.default_rng(derive_seed(self._seed, generation, 0xFEA7))
         k = sampling.subspace_size(d, self.max_features, self.max_subspace)
         p_old = (k - 1.0) / (d - 1.0) if d > 1 else 1.0
@@ -517,7 +539,16 @@ class FeatureStreamForest:
         self._next_generation += 1
         masks = self._sample_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
-        log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
+        if self.policy == "challenger" and self._narrow() and self._generations:
+            # Every tree uses every feature: no weight balances the features' use (Algorithm 1's weight is
+            # unbounded), so the generation outgrows the newest as generations do on a wide stream.
+            d = self.n_features_in_
+            growth = sampling.narrow_log_growth(d, sampling.subspace_size(d, self.max_features, self.max_subspace))
+            log_w = self._ledger.add(max(g.log_weight for g in self._generations) + growth, use)
+        elif self.policy == "challenger":
+            log_w = self._ledger.challenger(use)
+        else:
+            log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [name], log_w, sampling.masks_to_subspaces(masks))
         return self._settle(name, before, start)
 
