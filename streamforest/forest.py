@@ -160,7 +160,7 @@ class FeatureStreamForest:
     bookkeeping (total weight, expected weighted use of every feature) is preserved.
 
     *Narrow streams.* While a tree would see fewer than :data:`streamforest.sampling.NARROW_SUBSPACE` features on
-    average (2/3 of 1 to 4 features), per-tree subspaces make weak trees of one or two features. Under
+    average (2/3 of 1 to 3 features), per-tree subspaces make weak trees of one or two features. Under
     ``split_features="auto"`` every tree then takes every feature, the arriving one included (the forced feature is
     in every tree, as always), and each split draws ``max_features`` of them, rounded down as scikit-learn does.
     No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
@@ -438,6 +438,13 @@ class FeatureStreamForest:
         return self.split_features == "auto" and sampling.is_narrow(
             self.n_features_in_, self.max_features, self.max_subspace)
 
+    def _narrow_weight(self, use: np.ndarray) -> float:
+        """Log weight of a narrow stream's generation. Every tree uses every feature: no weight balances the
+        features' use (Algorithm 1's is unbounded), so it outgrows the newest as generations do on a wide stream."""
+        d = self.n_features_in_
+        growth = sampling.narrow_log_growth(d, sampling.subspace_size(d, self.max_features, self.max_subspace))
+        return self._ledger.add(max(g.log_weight for g in self._generations) + growth, use)
+
     def _split_ks(self, subspaces: list[np.ndarray]) -> np.ndarray:
         """How many features each tree of a generation born now draws at every split (see ``split_features``)."""
         share = self.split_features
@@ -540,11 +547,7 @@ class FeatureStreamForest:
         masks = self._sample_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger" and self._narrow() and self._generations:
-            # Every tree uses every feature: no weight balances the features' use (Algorithm 1's weight is
-            # unbounded), so the generation outgrows the newest as generations do on a wide stream.
-            d = self.n_features_in_
-            growth = sampling.narrow_log_growth(d, sampling.subspace_size(d, self.max_features, self.max_subspace))
-            log_w = self._ledger.add(max(g.log_weight for g in self._generations) + growth, use)
+            log_w = self._narrow_weight(use)
         elif self.policy == "challenger":
             log_w = self._ledger.challenger(use)
         else:
@@ -806,7 +809,9 @@ class FeatureStreamForest:
         self._next_generation += 1
         masks = self._uniform_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
-        if self.policy == "challenger":
+        if self.policy == "challenger" and self._narrow():
+            log_w = self._narrow_weight(use)
+        elif self.policy == "challenger":
             log_w = self._ledger.refresh(use, self.trees_per_generation)
         else:
             log_w = self._ledger.uniform(use)

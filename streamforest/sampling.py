@@ -20,7 +20,7 @@ import numpy as np
 EXPLORATION = 0.25
 #: A stream is *narrow* while trees would see fewer features than this on average: one or two features per tree
 #: make weak trees, so every tree takes every feature and each split draws its share of them instead.
-NARROW_SUBSPACE = 3.0
+NARROW_SUBSPACE = 2.5
 
 
 def subspace_size(n_features: int, max_features: float | int, max_subspace: int | None) -> float:
@@ -47,7 +47,7 @@ def is_narrow(n_features: int, max_features: float | int, max_subspace: int | No
 
     Examples
     --------
-    >>> [is_narrow(d, 2 / 3, 64) for d in (1, 2, 4, 5)]
+    >>> [is_narrow(d, 2 / 3, 64) for d in (1, 2, 3, 4)]
     [True, True, True, False]
     """
     return subspace_size(n_features, max_features, max_subspace) < NARROW_SUBSPACE

@@ -28,11 +28,11 @@ def stream_in(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> FeatureSt
 
 
 def test_narrow_width_and_split_size():
-    # 2/3 of the features: narrow up to 4 features (2.67 < 3), not from 5 on (3.33).
-    assert [is_narrow(d, 2 / 3, 64) for d in range(1, 7)] == [True, True, True, True, False, False]
-    assert NARROW_SUBSPACE == 3.0
+    # 2/3 of the features: narrow up to 3 features (2 < 2.5), not from 4 on (2.67).
+    assert [is_narrow(d, 2 / 3, 64) for d in range(1, 7)] == [True, True, True, False, False, False]
+    assert NARROW_SUBSPACE == 2.5
     # Rounded down as scikit-learn does; 0 (every feature) once that is all of them.
-    assert [narrow_split_size(d, 2 / 3, 64) for d in (1, 2, 3, 4)] == [0, 1, 2, 2]
+    assert [narrow_split_size(d, 2 / 3, 64) for d in (1, 2, 3)] == [0, 1, 2]
     assert narrow_split_size(2, 1.0, 64) == 0
 
 
@@ -56,10 +56,10 @@ def test_past_the_narrow_width_the_paper_bookkeeping_resumes():
                                       random_state=1), X, y)
     for d, g in enumerate(f._generations, start=1):
         full = all(s.size == d for s in g.subspaces)
-        assert full == (d <= 4)
-        assert (g.split_ks == 0).all() == (d not in (2, 3, 4))
-    # Features 5 to 7 arrive under Algorithm 1: the new feature's virtual use is the mean of the older ones'.
-    for d in (5, 6, 7):
+        assert full == (d <= 3)
+        assert (g.split_ks == 0).all() == (d not in (2, 3))
+    # Features 4 on arrive under Algorithm 1: the new feature's virtual use is the mean of the older ones'.
+    for d in (4, 7):
         g = FeatureStreamForest(trees_per_generation=20, max_generations=None, prune_threshold=0.0, random_state=1)
         V = stream_in(g, X[:, :d], y)._ledger.virtual_use()
         assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)
