@@ -97,6 +97,19 @@ class WeightLedger:
         self._add(log_w, use)
         return log_w
 
+    def add(self, log_weight: float, use: np.ndarray) -> float:
+        """Record a generation weighted by its caller (e.g. a narrow stream's, where every tree uses every
+        feature and no weight balances them); returns ``log_weight``.
+
+        Examples
+        --------
+        >>> ledger = WeightLedger()
+        >>> ledger.add(math.log(3.0), np.array([2.0, 2.0])), ledger.virtual_use().round(6).tolist()
+        (1.0986122886681098, [6.0, 6.0])
+        """
+        self._add(log_weight, np.asarray(use, dtype=np.float64))
+        return log_weight
+
     def uniform(self, use: np.ndarray) -> float:
         """Log weight 0 (all generations equal), the baseline; the ledger is still kept for inspection."""
         self._add(0.0, np.asarray(use, dtype=np.float64))

@@ -94,7 +94,8 @@ class FeatureStreamForest:
     split_features
         Share of a tree's subspace drawn anew at every split: ``None`` for the whole subspace (the paper), a float
         in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, then
-        the square root of its size, as in Breiman's forests (see *Wide streams*).
+        the square root of its size, as in Breiman's forests (see *Wide streams*); and while the stream is too
+        narrow for subspaces (see *Narrow streams*), every feature in every tree and ``max_features`` per split.
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -126,6 +127,14 @@ class FeatureStreamForest:
     oldest: the merged generation keeps ``trees_per_generation`` trees, drawn from each in proportion to its weight,
     and carries the sum of their weights. Each tree then stands for the same weight as before in expectation, so the
     bookkeeping (total weight, expected weighted use of every feature) is preserved.
+
+    *Narrow streams.* While a tree would see fewer than :data:`streamforest.sampling.NARROW_SUBSPACE` features on
+    average (2/3 of 1 to 3 features), per-tree subspaces make weak trees of one or two features. Under
+    ``split_features="auto"`` every tree then takes every feature, the arriving one included (the forced feature is
+    in every tree, as always), and each split draws ``max_features`` of them, rounded down as scikit-learn does.
+    No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
+    the newest before it by ``1 / (1 - mtry)``, as generations grow on a wider stream: the trees that have seen
+    every feature carry the forest, and the earlier ones fade. Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
@@ -340,7 +349,12 @@ class FeatureStreamForest:
         gen_id = self._new_generation_id()
         masks = self._arrival_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
-        log_w = self._ledger.challenger(use) if self.policy == "challenger" else self._ledger.uniform(use)
+        if self.policy == "challenger" and self._narrow() and self._generations:
+            log_w = self._narrow_weight(use)
+        elif self.policy == "challenger":
+            log_w = self._ledger.challenger(use)
+        else:
+            log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [name], log_w, masks)
         return self._settle(name, before, start)
 
@@ -377,7 +391,9 @@ class FeatureStreamForest:
         gen_id = self._new_generation_id()
         masks = self._uniform_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
-        if self.policy == "challenger":
+        if self.policy == "challenger" and self._narrow():
+            log_w = self._narrow_weight(use)
+        elif self.policy == "challenger":
             log_w = self._ledger.refresh(use, self.trees_per_generation)
         else:
             log_w = self._ledger.uniform(use)
@@ -438,11 +454,28 @@ class FeatureStreamForest:
     def _capped(self) -> bool:
         return sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)
 
+    def _narrow(self) -> bool:
+        """Whether the stream is too narrow for per-tree subspaces (``split_features="auto"``): every tree then
+        takes every feature, and each split draws ``max_features`` of them."""
+        return self.split_features == "auto" and sampling.is_narrow(
+            self.n_features_in_, self.max_features, self.max_subspace)
+
+    def _narrow_weight(self, use: np.ndarray) -> float:
+        """Log weight of a narrow stream's generation. Every tree uses every feature: no weight balances the
+        features' use (Algorithm 1's is unbounded), so it outgrows the newest as generations do on a wide stream."""
+        d = self.n_features_in_
+        growth_rate = sampling.narrow_log_growth(d, sampling.subspace_size(d, self.max_features, self.max_subspace))
+        return self._ledger.add(max(g.log_weight for g in self._generations) + growth_rate, use)
+
     def _uniform_masks(self, gen_id: int) -> np.ndarray:
+        if self._narrow():
+            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
         return growth.uniform_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
                                     self.max_features, self.max_subspace)
 
     def _arrival_masks(self, gen_id: int) -> np.ndarray:
+        if self._narrow():
+            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
         by_importance = self.feature_sampling == "importance" or (self.feature_sampling == "auto" and self._capped())
         imp = self._importance_vector() if by_importance and self._generations and self.policy != "baseline" \
             else None
@@ -452,7 +485,11 @@ class FeatureStreamForest:
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, masks: np.ndarray) -> None:
         subspaces = sampling.masks_to_subspaces(masks)
         seeds = growth.tree_seeds(self._seed, gen_id, len(subspaces))
-        split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
+        if self._narrow():
+            k = sampling.narrow_split_size(self.n_features_in_, self.max_features, self.max_subspace)
+            split_ks = np.full(len(subspaces), k, dtype=np.int64)
+        else:
+            split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
         trees = self._grow(subspaces, seeds, split_ks)
         gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
                          split_ks=split_ks)

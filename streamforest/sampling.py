@@ -18,6 +18,9 @@ import numpy as np
 
 #: Share of the subspace budget spread uniformly when sampling by importance, so that every feature keeps a chance.
 EXPLORATION = 0.25
+#: A stream is *narrow* while trees would see fewer features than this on average: one or two features per tree
+#: make weak trees, so every tree takes every feature and each split draws its share of them instead.
+NARROW_SUBSPACE = 2.5
 
 
 def subspace_size(n_features: int, max_features: float | int, max_subspace: int | None) -> float:
@@ -37,6 +40,36 @@ def is_capped(n_features: int, max_features: float | int, max_subspace: int | No
         return False
     uncapped = subspace_size(n_features, max_features, None)
     return math.ceil(uncapped) > max_subspace
+
+
+def is_narrow(n_features: int, max_features: float | int, max_subspace: int | None) -> bool:
+    """Whether a tree's expected subspace holds fewer than :data:`NARROW_SUBSPACE` features.
+
+    Examples
+    --------
+    >>> [is_narrow(d, 2 / 3, 64) for d in (1, 2, 3, 4)]
+    [True, True, True, False]
+    """
+    return subspace_size(n_features, max_features, max_subspace) < NARROW_SUBSPACE
+
+
+def narrow_split_size(n_features: int, max_features: float | int, max_subspace: int | None) -> int:
+    """Features drawn at each split of a narrow stream's trees: the expected subspace size rounded down, as
+    scikit-learn's ``max_features`` (0, the whole tree subspace, when that is every feature)."""
+    k = max(1, int(subspace_size(n_features, max_features, max_subspace)))
+    return 0 if k >= n_features else k
+
+
+def narrow_log_growth(n_features: int, k: float) -> float:
+    """Log of how much a narrow stream's generation outweighs the newest before it: ``1 / (1 - k / d)``, the growth
+    of the bookkeeping weights on a wide stream whose trees see ``k`` of the ``d`` features (at most 10-fold).
+
+    Examples
+    --------
+    >>> round(math.exp(narrow_log_growth(3, 2.0)), 6)
+    3.0
+    """
+    return -math.log(1.0 - min(k / n_features, 0.9))
 
 
 def fill_probabilities(scores: np.ndarray, budget: float) -> np.ndarray:

@@ -165,7 +165,8 @@ def test_new_feature_is_as_used_as_the_average_old_one(max_features, feature_sam
     X, y = stream(120, 15, seed=11)
     f = FeatureStreamForest(
         trees_per_generation=8, max_features=max_features, max_depth=3, feature_sampling=feature_sampling,
-        max_subspace=max_subspace, prune_threshold=0.0, max_generations=None, oob_score=False, random_state=5,
+        max_subspace=max_subspace, split_features=None, prune_threshold=0.0, max_generations=None, oob_score=False,
+        random_state=5,
     )
     V_prev = np.zeros(0)
     property_checked = 0
@@ -196,7 +197,7 @@ def test_new_feature_is_as_used_as_the_average_old_one(max_features, feature_sam
 def test_guard_with_every_feature_in_every_tree():
     X, y = stream(100, 6, seed=2)
     f = FeatureStreamForest(trees_per_generation=5, max_features=1.0, max_depth=2, prune_threshold=0.0,
-                            max_generations=None, oob_score=False, random_state=0)
+                            split_features=None, max_generations=None, oob_score=False, random_state=0)
     V_prev = np.zeros(0)
     for j in range(X.shape[1]):
         r = f.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
@@ -213,7 +214,7 @@ def test_guard_with_every_feature_in_every_tree():
 def test_bookkeeping_continues_after_an_offline_fit():
     X, y = stream(150, 6, seed=4)
     f = FeatureStreamForest(trees_per_generation=10, max_features=0.5, max_depth=3, prune_threshold=0.0,
-                            oob_score=False, random_state=1).fit(X[:, :4], y)
+                            split_features=None, oob_score=False, random_state=1).fit(X[:, :4], y)
     for j in range(4, 6):
         f.add_feature(f"x{j}", X[:, j])
         V = f.state().ledger.virtual_use()

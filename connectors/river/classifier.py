@@ -27,7 +27,9 @@ class ForestClassifier(WindowForest, base.Classifier):
     * every ``refresh_every`` samples without such growth (sooner while the window fills: once it holds a quarter
       more samples than at the last growth), a generation is grown on the current window, so that the model
       follows drift;
-    * a class the forest has never seen restarts it on the window.
+    * a class the forest has never seen restarts it on the window;
+    * a ``drift_detector`` follows the forest's error: after an abrupt change of concept, the window forgets the
+      samples from before it and the forest is rebuilt on the new ones (see ``drift_detector``).
 
     Every generation's weight comes from the bookkeeping of weighted feature use (Motl & Kordík, 2019): each new
     generation outweighs the newest before it, by about ``1 / (1 - max_features)`` when trees see a share
@@ -66,6 +68,12 @@ class ForestClassifier(WindowForest, base.Classifier):
         Budget of alive generations (past it the two oldest are merged).
     prune_threshold
         Generations whose weight share falls under this are dropped.
+    drift_detector
+        A River drift detector fed with the forest's error on each sample before it learns it (0/1, or the absolute
+        error of a regressor). Default: ``drift.ADWIN(delta=0.001)``, as in River's adaptive random forest;
+        ``drift.NoDrift()`` turns detection off. When it signals a rise of the error, the window forgets the samples
+        from before the change, the forest follows the recent ones at once, and a new forest starts once the window
+        holds ``grace_period`` samples again.
     seed
         Random seed: the same seed and stream give the same predictions.
 
@@ -76,6 +84,8 @@ class ForestClassifier(WindowForest, base.Classifier):
         ``generations_`` list the alive generations, with the feature each was forced to use.
     feature_importances
         Importance of every key in the forest.
+    n_drifts_detected
+        Concept drifts detected so far.
 
     Examples
     --------
@@ -95,6 +105,20 @@ class ForestClassifier(WindowForest, base.Classifier):
     ...     model.learn_one({k: v for k, v in x.items() if i >= 600 or k != "is_popular"}, y)
     >>> [g["forced"] for g in model.forest.generations_ if g["forced"]]
     [['is_popular']]
+
+    After an abrupt change of concept (STAGGER's rule 0, then rule 2), the drift detector notices the rise of the
+    error and the forest is rebuilt on the samples of the new concept:
+
+    >>> from river.datasets import synth
+    >>> stream = [*synth.STAGGER(classification_function=0, seed=1).take(1500),
+    ...           *synth.STAGGER(classification_function=2, seed=2).take(1500)]
+    >>> model, after = ForestClassifier(seed=42), metrics.Accuracy()
+    >>> for i, (x, y) in enumerate(stream):
+    ...     if i >= 1700:
+    ...         after.update(y, model.predict_one(x))
+    ...     model.learn_one(x, y)
+    >>> model.n_drifts_detected, after.get() > 0.95
+    (1, True)
     """
 
     @property

@@ -15,7 +15,15 @@ at a time, and new keys among them. The driver turns the one into the other:
    more samples than at the last growth), the training set becomes the window and a generation with no forced
    feature is grown on it (:meth:`FeatureStreamForest.refresh`), weighted so that older generations decay
    geometrically: the model follows drift, pruning and ``max_generations`` keep it bounded;
-6. a class never seen by the forest restarts it on the window (the trees' outputs have one column per class).
+6. a class never seen by the forest restarts it on the window (the trees' outputs have one column per class);
+7. a ``drift_detector`` (River's ``drift.ADWIN(delta=0.001)`` unless given, as in River's adaptive random forest;
+   ``drift.NoDrift()`` turns detection off) follows the forest's error on every labelled sample it has not learned
+   (0/1 for classes, the absolute error for numbers), computed in batches of :data:`DRIFT_BATCH` samples (and
+   before each growth) by the forest's batch prediction. When it signals a change and the error has risen, the
+   window forgets the samples before the most likely change point of the error and a new forest is grown on the
+   rest, as at the start of the stream: while the window refills, refreshes come every quarter more samples, so
+   the model follows the new concept within a few hundred samples, where the fading of old generations alone
+   would take the whole window.
 
 Everything heavy (growing, routing, encoding) runs in the library's numba kernels, on the calling thread (the jobs
 are small: a parallel region would mostly wait for a core); a ``learn_one`` between growths only writes one slot of
@@ -36,9 +44,19 @@ from streamforest.threads import single_thread
 
 from .window import SampleWindow
 
+try:  # the detectors are River's: the estimators need River anyway, the driver alone does not
+    from river import base as river_base
+    from river.drift import ADWIN, NoDrift
+except ImportError:  # pragma: no cover - the river extra is not installed
+    river_base = ADWIN = NoDrift = None
+
 #: While the window fills, a refresh also comes once it holds this share more samples than at the last growth.
 FILLING_GROWTH = 0.25
 #: Parameters passed through to :class:`~streamforest.FeatureStreamForest` (same names, same meaning).
+#: Samples whose errors are computed together (a batch prediction) and fed to the drift detector.
+DRIFT_BATCH = 32
+#: The drift detector when ``drift_detector=None``: River's ARF default.
+DEFAULT_DRIFT_DELTA = 0.001
 FOREST_PARAMS = ("trees_per_generation", "max_features", "split_features", "max_depth", "min_samples_leaf",
                  "max_generations", "prune_threshold")
 
@@ -54,6 +72,9 @@ def check_params(params: Mapping[str, Any]) -> None:
         raise ValueError(f"refresh_every must be a positive integer or None, got {v!r}")
     if params["seed"] is not None and (isinstance(params["seed"], bool) or not isinstance(params["seed"], int)):
         raise ValueError(f"seed must be an integer or None, got {params['seed']!r}")
+    detector = params.get("drift_detector")
+    if detector is not None and not isinstance(detector, (river_base.DriftDetector, river_base.BinaryDriftDetector)):
+        raise ValueError(f"drift_detector must be a River drift detector (river.drift) or None, got {detector!r}")
     try:
         FeatureStreamForest(**{k: params[k] for k in FOREST_PARAMS})
     except (TypeError, ValueError) as exc:
@@ -91,8 +112,22 @@ class ForestDriver:
         self._forest_codes: set[int] = set()
         self._last_growth = 0
         self._n_starts = 0
+        self._detector = self._new_detector()
+        self._errors = np.zeros(0)  # per window slot, the forest's error on the sample there (NaN: not scored)
+        self._restart_due = False  # a drift was detected: a new forest comes once the window has refilled enough
+        self._scored = 0  # samples (by arrival number) whose error has gone to the detector, or that predate the forest
+        self.n_drifts = 0
 
     # ------------------------------------------------------------------ learning
+
+    def _new_detector(self) -> Any:
+        """A fresh copy of the drift detector (``None``: no detection, also for River's ``NoDrift``)."""
+        detector = self.params.get("drift_detector")
+        if detector is None:
+            return ADWIN(delta=DEFAULT_DRIFT_DELTA) if ADWIN is not None else None
+        if isinstance(detector, NoDrift):
+            return None
+        return detector.clone()
 
     @property
     def regression(self) -> bool:
@@ -137,19 +172,84 @@ class ForestDriver:
         if not self.regression and target not in self._forest_codes:
             self._start()
             return
-        if self._pending.size:
-            ready = self._pending[w.count[self._pending] >= self.params["min_key_count"]]
-            if ready.size:
-                self._add_keys(ready)
-                return
-        every = self.params["refresh_every"]
-        if every is not None:
+        ready = self._pending[w.count[self._pending] >= self.params["min_key_count"]] if self._pending.size else None
+        refresh = ready is None or not ready.size
+        if refresh:
+            every = self.params["refresh_every"]
             # While the window fills, a forest is stale long before refresh_every samples: a quarter more data.
-            every = min(every, max(1, int(len(w) * FILLING_GROWTH)))
-        if every is not None and w.n_seen - self._last_growth >= every:
+            refresh = every is not None and (
+                w.n_seen - self._last_growth >= min(every, max(1, int(len(w) * FILLING_GROWTH))))
+        grow = refresh or (ready is not None and ready.size > 0)
+        # The errors of the samples the forest has not learned, before it learns them.
+        if self._restart_due and len(w) >= self.params["grace_period"] and self._start():
+            return
+        if self._detector is not None and (grow or w.n_seen - self._scored >= DRIFT_BATCH):
+            keep = self._detect()
+            if keep:
+                self._drifted(keep)
+                return
+        if ready is not None and ready.size:
+            self._add_keys(ready)
+        elif refresh:
             self._set_samples()
             self.forest.refresh()
             self._last_growth = w.n_seen
+
+    def _drifted(self, keep: int) -> None:
+        """The error has risen: forget all but the ``keep`` samples since, and follow them at once with refreshes of
+        the current forest (its bins were learned on many samples); once the window holds ``grace_period`` samples
+        again, a new forest starts on them, with bins of the new concept."""
+        w = self.window
+        w.forget(keep)
+        self.n_drifts += 1
+        self._restart_due = True
+        self._errors[:] = np.nan
+        self._detector = self._new_detector()
+        self._set_samples()
+        self.forest.refresh()
+        self._last_growth = w.n_seen
+
+    def _detect(self) -> int:
+        """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
+        samples came after it (see :meth:`_since_change`), else 0."""
+        w = self.window
+        n = min(w.n_seen - self._scored, len(w))
+        self._scored = w.n_seen
+        if n <= 0:
+            return 0
+        order = w.order()[-n:]
+        columns = {name: w.column(w.index[key], order) for key, name in self._forest_keys}
+        y = w.labels(order)
+        if self.regression:
+            errors = np.abs(self.forest.predict(columns) - y)
+        else:
+            errors = (self.forest.classes_[np.argmax(self.forest.predict_proba(columns), axis=1)] != y).astype(float)
+        self._errors[order] = errors
+        detector = self._detector
+        for e in errors.tolist():
+            detector.update(e)
+            if detector.drift_detected:
+                keep = self._since_change()
+                if keep:
+                    return keep
+        return 0
+
+    def _since_change(self) -> int:
+        """How many of the latest samples follow the most likely rise of the forest's error in the window, 0 if the
+        errors fell rather than rose (a detector such as ADWIN signals both; only a rise means the forest is wrong).
+
+        The change point maximises the standardised difference of the mean errors after and before it (the
+        likelihood-ratio split of a mean shift); detectors signal a change, not reliably where it was."""
+        e = self._errors[self.window.order()]
+        e = e[~np.isnan(e)]  # the samples scored by this forest: the latest ones
+        m = e.size
+        if m < 2:
+            return 0
+        c = np.cumsum(e)
+        t = np.arange(1, m)
+        stat = ((c[-1] - c[:-1]) / (m - t) - c[:-1] / t) * np.sqrt(t * (m - t) / m)
+        k = int(np.argmax(np.abs(stat)))
+        return int(m - t[k]) if stat[k] > 0 else 0
 
     def _new_forest(self) -> FeatureStreamForest:
         seed = self.params["seed"]
@@ -161,17 +261,18 @@ class ForestDriver:
             oob_score=False, random_state=random_state,
         )
 
-    def _start(self) -> None:
-        """The first forest (or a restart): one generation on the window, with the keys present often enough."""
+    def _start(self) -> bool:
+        """The first forest (or a restart): one generation on the window, with the keys present often enough;
+        whether it could be grown (it needs two classes and a key)."""
         w = self.window
         order = w.order()
         y = w.labels(order)
         if not self.regression and np.unique(y).size < 2:
-            return
+            return False
         threshold = min(self.params["min_key_count"], len(w))
         keys = [j for j in range(w.n_keys) if w.count[j] >= threshold]
         if not keys:
-            return
+            return False
         taken: set[str] = set()
         self._forest_keys = []
         columns = {}
@@ -189,6 +290,12 @@ class ForestDriver:
         self._pending = np.flatnonzero(~self._in_forest)
         self._set_classes()
         self._last_growth = w.n_seen
+        # The detector follows this forest's errors, from the next sample on.
+        self._scored = w.n_seen
+        self._errors = np.full(w.size, np.nan)
+        self._detector = self._new_detector()
+        self._restart_due = False
+        return True
 
     def _set_classes(self) -> None:
         if self.regression:
@@ -269,6 +376,11 @@ class DrivenEstimator:
         """Impurity-decrease importance of every key in the forest (sums to 1; empty before the forest)."""
         return self._driver.feature_importances
 
+    @property
+    def n_drifts_detected(self) -> int:
+        """Concept drifts detected so far (each made the window forget the samples from before it)."""
+        return self._driver.n_drifts
+
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
         self._driver.learn(x, y)
 
@@ -292,6 +404,7 @@ class WindowForest(DrivenEstimator):
         min_samples_leaf: float = 3,
         max_generations: int | None = 8,
         prune_threshold: float = 0.01,
+        drift_detector: Any = None,
         seed: int | None = None,
     ) -> None:
         self.window_size = window_size
@@ -305,7 +418,9 @@ class WindowForest(DrivenEstimator):
         self.min_samples_leaf = min_samples_leaf
         self.max_generations = max_generations
         self.prune_threshold = prune_threshold
+        self.drift_detector = drift_detector
         self.seed = seed
         params = self._get_params()
+        params["drift_detector"] = drift_detector  # River gives a parameter that is an estimator as (class, params)
         check_params(params)
         self._driver = ForestDriver(params, task=self._task)

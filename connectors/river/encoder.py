@@ -59,6 +59,12 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         Budget of alive generations (past it the two oldest are merged).
     prune_threshold
         Generations whose weight share falls under this are dropped.
+    drift_detector
+        A River drift detector fed with the forest's error on each sample before it learns it (0/1, or the absolute
+        error of a regressor). Default: ``drift.ADWIN(delta=0.001)``, as in River's adaptive random forest;
+        ``drift.NoDrift()`` turns detection off. When it signals a rise of the error, the window forgets the samples
+        from before the change, the forest follows the recent ones at once, and a new forest starts once the window
+        holds ``grace_period`` samples again.
     n_components
         Width of the hashed space.
     leaves_only
@@ -104,6 +110,7 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         min_samples_leaf: float = 3,
         max_generations: int | None = 8,
         prune_threshold: float = 0.01,
+        drift_detector: Any = None,
         n_components: int = N_COMPONENTS,
         leaves_only: bool = False,
         values: str = "weighted",
@@ -124,7 +131,8 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         self.task = task
         self._task = task
         super().__init__(window_size, grace_period, refresh_every, min_key_count, trees_per_generation, max_features,
-                         split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, seed)
+                         split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, drift_detector,
+                         seed)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
         return self._driver.encode(x, n_components=self.n_components, values=self.values,

@@ -43,6 +43,12 @@ class ForestRegressor(WindowForest, base.Regressor):
         Budget of alive generations (past it the two oldest are merged).
     prune_threshold
         Generations whose weight share falls under this are dropped.
+    drift_detector
+        A River drift detector fed with the forest's error on each sample before it learns it (0/1, or the absolute
+        error of a regressor). Default: ``drift.ADWIN(delta=0.001)``, as in River's adaptive random forest;
+        ``drift.NoDrift()`` turns detection off. When it signals a rise of the error, the window forgets the samples
+        from before the change, the forest follows the recent ones at once, and a new forest starts once the window
+        holds ``grace_period`` samples again.
     seed
         Random seed: the same seed and stream give the same predictions.
 
@@ -55,8 +61,11 @@ class ForestRegressor(WindowForest, base.Regressor):
     --------
     >>> from river import datasets, evaluate, metrics
     >>> from streamforest.connectors.river import ForestRegressor
-    >>> evaluate.progressive_val_score(datasets.TrumpApproval(), ForestRegressor(seed=42), metrics.MAE())
-    MAE: 0.988744
+    >>> model = ForestRegressor(seed=42)
+    >>> evaluate.progressive_val_score(datasets.TrumpApproval(), model, metrics.MAE())
+    MAE: 0.838112
+    >>> model.n_drifts_detected   # without detection (drift_detector=drift.NoDrift()): MAE 0.988744
+    1
     """
 
     _task = "regression"

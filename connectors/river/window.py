@@ -4,7 +4,8 @@ River hands samples one at a time as dicts whose keys come and go; the forest tr
 one row per key ever seen (in order of first sight) and one slot per sample: a numeric key's values as floats (NaN
 where a sample lacks it), a nominal key's (a key whose first value is a string) as objects (None where absent).
 It also counts, per key, how many samples of the window have it, so that a key's arrival in the forest can wait
-until enough samples carry it.
+until enough samples carry it. After a concept drift the window can forget all but its latest samples
+(:meth:`SampleWindow.forget`); it then refills up to ``size``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ class SampleWindow:
     (['a', 'b', 'c'], [1, 1, 1])
     >>> w.column(1).tolist(), w.column(0).tolist(), w.labels().tolist()
     ([nan, 2.5, nan], ['blue', None, None], [1, 0, 1])
+    >>> w.forget(keep=2)   # a drift: only the last two samples stay
+    >>> len(w), w.count.tolist(), w.labels().tolist()
+    (2, [0, 1, 1], [0, 1])
     """
 
     def __init__(self, size: int, regression: bool = False) -> None:
@@ -58,6 +62,7 @@ class SampleWindow:
         self.index: dict[Hashable, int] = {}
         self.nominal: list[bool] = []
         self.n_seen = 0
+        self._first = 0  # the number (in order of arrival) of the oldest sample not forgotten
         self._count = np.zeros(0, dtype=np.int64)
         self._values = np.full((0, self.size), np.nan)
         self._objects = np.full((0, self.size), None, dtype=object)
@@ -65,7 +70,7 @@ class SampleWindow:
         self._y = np.zeros(self.size, dtype=np.float64 if regression else np.int64)
 
     def __len__(self) -> int:
-        return min(self.n_seen, self.size)
+        return min(self.n_seen - self._first, self.size)
 
     @property
     def n_keys(self) -> int:
@@ -146,9 +151,19 @@ class SampleWindow:
     def order(self) -> np.ndarray:
         """Slots of the held samples, oldest first."""
         n = len(self)
-        if self.n_seen <= self.size:
-            return np.arange(n)
-        return (np.arange(n) + self.n_seen) % self.size
+        return (np.arange(n) + (self.n_seen - n)) % self.size
+
+    def forget(self, keep: int) -> None:
+        """Drop all but the latest ``keep`` samples (the window then refills up to ``size``); keys stay known."""
+        keep = max(0, int(keep))
+        old = self.order()[: max(0, len(self) - keep)]
+        if old.size:
+            n = self.n_keys
+            self._count[:n] -= self._present[:n][:, old].sum(axis=1)
+            self._present[:n, old] = False
+            self._values[:n, old] = np.nan
+            self._objects[:n, old] = None
+            self._first = self.n_seen - min(keep, len(self))
 
     def column(self, j: int, order: np.ndarray | None = None) -> np.ndarray:
         """Key ``j``'s values over the held samples, oldest first (floats with NaN, or objects with None)."""

@@ -10,7 +10,8 @@ import pickle
 import numpy as np
 import orjson
 import pytest
-from river import checks, compose, datasets, linear_model, metrics, optim
+from river import checks, compose, datasets, drift, linear_model, metrics, optim
+from river.datasets import synth
 
 from streamforest.connectors.river import (
     ForestClassifier,
@@ -216,6 +217,8 @@ def test_x_is_never_modified(cls):
         ({"max_generations": 1}, "max_generations"),
         ({"prune_threshold": 1.0}, "prune_threshold"),
         ({"seed": "x"}, "seed"),
+        ({"drift_detector": "adwin"}, "drift_detector"),
+        ({"drift_detector": metrics.Accuracy()}, "drift_detector"),
     ],
 )
 @pytest.mark.parametrize("cls", [ForestClassifier, ForestEncoder, ForestRegressor])
@@ -232,6 +235,85 @@ def test_bad_parameters_raise_value_error_naming_them(cls, params, name):
 def test_bad_encoder_parameters(params, name):
     with pytest.raises(ValueError, match=name):
         ForestEncoder(**params)
+
+
+# ----------------------------------------------------------------------------- concept drift
+
+#: STAGGER's rule 0 for SWITCH samples, then its rule 2: an abrupt change of concept.
+SWITCH = 1500
+STAGGER = [*synth.STAGGER(classification_function=0, seed=1).take(SWITCH),
+           *synth.STAGGER(classification_function=2, seed=2).take(SWITCH)]
+
+
+def post_drift_accuracy(model, stream, start: int, stop: int) -> float:
+    """Progressive accuracy on samples ``start:stop`` (the model learns every sample)."""
+    acc = metrics.Accuracy()
+    for i, (x, y) in enumerate(stream):
+        if start <= i < stop:
+            acc.update(y, model.predict_one(x))
+        model.learn_one(x, y)
+    return acc.get()
+
+
+def test_after_an_abrupt_switch_the_classifier_recovers_within_200_samples():
+    model = ForestClassifier(seed=3)
+    recovered = post_drift_accuracy(model, STAGGER, SWITCH + 200, 2 * SWITCH)
+    assert model.n_drifts_detected == 1 and recovered > 0.97
+    # Without detection the window forgets the old concept one sample at a time: the same segment is mostly wrong.
+    slow = ForestClassifier(seed=3, drift_detector=drift.NoDrift())
+    assert post_drift_accuracy(slow, STAGGER, SWITCH + 200, 2 * SWITCH) < 0.8
+    assert slow.n_drifts_detected == 0
+
+
+def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
+    model = ForestClassifier(seed=3)
+    for i in range(SWITCH + 200):
+        before = model.forest
+        model.learn_one(*STAGGER[i])
+        if model.n_drifts_detected:
+            break
+    # Detected within a few dozen samples of the switch; what the window kept came after it (give or take the
+    # few samples on which both rules agree).
+    assert SWITCH <= i < SWITCH + 100
+    kept = len(model._driver.window)
+    assert kept <= i - SWITCH + 10
+    for x, y in STAGGER[i + 1 : SWITCH + 400]:
+        model.learn_one(x, y)
+    # A new forest (bins of the new concept), trained on the refilling window.
+    assert model.forest is not before and len(model._driver.window) == kept + 400 + SWITCH - i - 1
+    assert 0.75 * len(model._driver.window) <= model.forest.n_samples_ <= len(model._driver.window)
+
+
+def test_a_custom_detector_and_the_regressor_follow_a_drift():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(3000, 2))
+    y = np.where(np.arange(3000) < 1500, 3 * X[:, 0], -3 * X[:, 0]) + 0.1 * rng.normal(size=3000)
+    stream = [({"a": float(a), "b": float(b)}, float(t)) for (a, b), t in zip(X, y, strict=True)]
+
+    def late_mae(model) -> float:
+        mae = metrics.MAE()
+        for i, (x, t) in enumerate(stream):
+            if i >= 1800:
+                mae.update(t, model.predict_one(x))
+            model.learn_one(x, t)
+        return mae.get()
+
+    detector = drift.PageHinkley(mode="up")
+    adaptive = ForestRegressor(seed=0, drift_detector=detector)
+    fast, slow = late_mae(adaptive), late_mae(ForestRegressor(seed=0, drift_detector=drift.NoDrift()))
+    assert adaptive.n_drifts_detected >= 1 and fast < 0.5 * slow
+    assert detector._x_mean.n == 0  # the parameter is cloned, never fed itself
+
+
+@pytest.mark.parametrize("stream", ["phishing", "agrawal"])
+def test_no_drift_is_detected_on_stationary_streams(stream):
+    data = PHISHING if stream == "phishing" else list(synth.Agrawal(classification_function=2, seed=1).take(3000))
+    model, still = ForestClassifier(seed=1), ForestClassifier(seed=1, drift_detector=drift.NoDrift())
+    for x, y in data:
+        assert model.predict_proba_one(x) == still.predict_proba_one(x)
+        model.learn_one(x, y)
+        still.learn_one(x, y)
+    assert model.n_drifts_detected == 0
 
 
 # ----------------------------------------------------------------------------- bounds

@@ -1,0 +1,86 @@
+"""Narrow streams (``split_features="auto"``): every feature in every tree, ``max_features`` drawn per split, each
+generation outweighing the one before; past the narrow width, the paper's subspaces and bookkeeping resume."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from streamforest import FeatureStreamForest
+from streamforest.sampling import NARROW_SUBSPACE, is_narrow, narrow_split_size
+
+
+def xor_stream(n: int = 900, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """A label that needs both of the first two features at once (neither helps alone)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = ((X[:, 0] * X[:, 1] > 0) ^ (rng.random(n) < 0.1)).astype(np.int64)
+    return X, y
+
+
+def stream_in(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> FeatureStreamForest:
+    for j in range(X.shape[1]):
+        f.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
+    return f
+
+
+def test_narrow_width_and_split_size():
+    # 2/3 of the features: narrow up to 3 features (2 < 2.5), not from 4 on (2.67).
+    assert [is_narrow(d, 2 / 3, 64) for d in range(1, 7)] == [True, True, True, False, False, False]
+    assert NARROW_SUBSPACE == 2.5
+    # Rounded down as scikit-learn does; 0 (every feature) once that is all of them.
+    assert [narrow_split_size(d, 2 / 3, 64) for d in (1, 2, 3)] == [0, 1, 2]
+    assert narrow_split_size(2, 1.0, 64) == 0
+
+
+def test_every_tree_takes_every_feature_and_each_generation_outweighs_the_last():
+    X, y = xor_stream(d=3)
+    f = stream_in(FeatureStreamForest(trees_per_generation=6, random_state=0), X, y)
+    gens = f._generations
+    for d, g in enumerate(gens, start=1):
+        assert all(s.tolist() == list(range(d)) for s in g.subspaces)  # the forced feature too
+        assert g.split_ks.tolist() == [narrow_split_size(d, 2 / 3, 64)] * 6
+    assert [g["forced"] for g in f.generations_] == [["x0"], ["x1"], ["x2"]]
+    # 2/3 of the features per split: each generation outweighs the one before by 1 / (1 - 2/3) = 3.
+    steps = np.diff([g.log_weight for g in gens])
+    np.testing.assert_allclose(steps, math.log(3.0))
+    np.testing.assert_allclose(f._ledger.virtual_use(), 6 * np.array([1 + 3 + 9, 3 + 9, 9]))
+
+
+def test_past_the_narrow_width_the_paper_bookkeeping_resumes():
+    X, y = xor_stream(d=7)
+    f = stream_in(FeatureStreamForest(trees_per_generation=20, max_generations=None, prune_threshold=0.0,
+                                      random_state=1), X, y)
+    for d, g in enumerate(f._generations, start=1):
+        full = all(s.size == d for s in g.subspaces)
+        assert full == (d <= 3)
+        assert (g.split_ks == 0).all() == (d not in (2, 3))
+    # Features 4 on arrive under Algorithm 1: the new feature's virtual use is the mean of the older ones'.
+    for d in (4, 7):
+        g = FeatureStreamForest(trees_per_generation=20, max_generations=None, prune_threshold=0.0, random_state=1)
+        V = stream_in(g, X[:, :d], y)._ledger.virtual_use()
+        assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)
+
+
+def test_a_narrow_stream_learns_an_interaction_that_one_feature_trees_cannot():
+    X, y = xor_stream()
+    Xt, yt = xor_stream(seed=1)
+    auc = {}
+    for split in ("auto", None):  # None: the paper's per-tree subspaces on two features
+        f = stream_in(FeatureStreamForest(split_features=split, random_state=3), X, y)
+        auc[split] = roc_auc_score(yt, f.predict_proba(Xt)[:, 1])
+    assert auc["auto"] > 0.85 and auc["auto"] > auc[None] + 0.05
+
+
+def test_same_seed_same_narrow_forest_and_the_paper_setting_is_unchanged():
+    X, y = xor_stream(d=3)
+    a = stream_in(FeatureStreamForest(random_state=4), X, y).predict_proba(X)
+    b = stream_in(FeatureStreamForest(random_state=4), X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+    # split_features=None keeps the per-tree subspaces of Motl & Kordík on narrow streams.
+    f = stream_in(FeatureStreamForest(split_features=None, trees_per_generation=30, random_state=4), X, y)
+    assert any(s.size < 3 for s in f._generations[-1].subspaces)
+    assert all((g.split_ks == 0).all() for g in f._generations)
