@@ -6,7 +6,8 @@
 * recovery after SIGKILL with 10 streams x 5,000 samples x 50 features: restart -> state restored and the replay
   caught up with the committed offsets (goal <= 10 s).
 
-``python -m scenarios.benchmarks.kafka [--quick] [--small-recovery]`` prints a table and writes ``results/benchmarks/kafka.json``.
+``python -m scenarios.benchmarks.kafka [--quick] [--small-recovery]`` prints a table and writes
+``results/benchmarks/kafka.json``.
 """
 
 from __future__ import annotations
