@@ -4,7 +4,7 @@ stopped by its PID. Required: when noida-db is missing or does not start, the te
 from __future__ import annotations
 
 import pytest
-from kafka_harness import Broker
+from kafka_harness import STARTED, Broker
 
 
 @pytest.fixture(scope="session")
@@ -13,3 +13,10 @@ def broker(tmp_path_factory):
     b.start()
     yield b
     b.stop()
+
+
+@pytest.fixture(autouse=True)
+def _no_worker_left():
+    yield
+    while STARTED:
+        STARTED.pop().kill()

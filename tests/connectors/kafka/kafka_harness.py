@@ -94,6 +94,10 @@ def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, li
 
 # ---------------------------------------------------------------------- workers
 
+#: Every worker started, so that a failing test leaves none running (conftest kills them after each test).
+STARTED: list[WorkerProcess] = []
+
+
 class WorkerProcess:
     """``streamforest kafka run`` in a child process; its log lines are collected as they come."""
 
@@ -105,6 +109,7 @@ class WorkerProcess:
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
+        STARTED.append(self)
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -122,7 +127,8 @@ class WorkerProcess:
             time.sleep(0.05)
 
     def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def wait(self, timeout: float = 300.0) -> int:

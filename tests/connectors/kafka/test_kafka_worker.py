@@ -86,6 +86,14 @@ def _assert_same_model(got: dict, want: dict) -> None:
             np.testing.assert_array_equal(a_arrays[k], b_arrays[k], err_msg=f"{name}: {k}")
 
 
+def _wait_records(bootstrap: str, topic: str, n: int, worker: WorkerProcess, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while len(read_topic(bootstrap, topic)) < n:
+        assert worker.proc.poll() is None, worker.log()
+        assert time.monotonic() < deadline, f"fewer than {n} records on {topic} in {timeout:.0f} s"
+        time.sleep(0.2)
+
+
 def _run_to_end(bootstrap: str, prefix: str, *extra: str) -> WorkerProcess:
     w = WorkerProcess(bootstrap, prefix, "--exit-when-idle", "4", *extra)
     assert w.wait() == 0, w.log()
@@ -123,19 +131,19 @@ def test_dead_letters_carry_kip1034_headers(broker, reference):
 
 @pytest.mark.parametrize("guarantee", ["exactly-once", "at-least-once"])
 def test_sigkill_and_restart(broker, reference, guarantee):
-    """SIGKILL right after joining (restore), mid-processing, and after some commits; then run to the end."""
+    """SIGKILL right after joining (mid-restore), then once 3 and once 10 feedback records are committed
+    (mid-processing, state snapshots behind); then run to the end."""
     lines, (want, want_errors), want_streams = reference
     prefix = f"kill-{guarantee}"
     produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
     args = ("--guarantee", guarantee, "--commit-interval", "0.3", "--state-interval", "0.2", "--instance-id", "w1")
     logs = []
-    for when in ("joined group", 2.0, 4.0):
+    for when in ("joined group", 3, 10):
         w = WorkerProcess(broker.bootstrap, prefix, *args)
         if isinstance(when, str):
             w.wait_for(when)
         else:
-            w.wait_for("restored")
-            time.sleep(when)
+            _wait_records(broker.bootstrap, f"{prefix}.feedback", when, w)
         w.kill()
         logs += w.lines
     logs += _run_to_end(broker.bootstrap, prefix, *args).lines
