@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from helpers import bin_for, feed_columns, mixed_stream, take_rows, tree_path
 
 from streamforest import FeatureStreamForest
-from streamforest.forest import DELTA_WINDOW
+from streamforest.generations import DELTA_WINDOW
 from streamforest.tree import route
 
 REPO = Path(__file__).resolve().parents[1]
