@@ -79,6 +79,32 @@ def test_the_river_adapter_without_river_says_what_to_install(monkeypatch):
     assert "pip install 'streamforest[river]'" in str(exc.value)
 
 
+def test_without_kafka_python_the_cli_works_and_kafka_commands_name_the_extra(capsys):
+    # In a process of its own: the CLI is imported here already, with kafka-python.
+    code = ("import sys; sys.modules['kafka'] = None\n"
+            "from streamforest.cli import main\n"
+            "assert main(['datasets']) == 0\n"
+            "sys.exit(main(['kafka', 'run', '--exit-when-idle', '1']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "pip install 'streamforest[kafka]'" in done.stderr
+    with pytest.raises(ModuleNotFoundError, match=r"streamforest\[kafka\]"):
+        _import_worker_without_kafka()
+
+
+def _import_worker_without_kafka() -> None:
+    saved = {k: v for k, v in sys.modules.items() if k == "kafka" or k.startswith("kafka.")
+             or k.startswith("streamforest.connectors.kafka.")}
+    for k in saved:
+        del sys.modules[k]
+    sys.modules["kafka"] = None
+    try:
+        from streamforest.connectors.kafka import Worker  # noqa: F401
+    finally:
+        del sys.modules["kafka"]
+        sys.modules.update(saved)
+
+
 def test_require_does_not_hide_other_missing_modules(monkeypatch):
     with pytest.raises(ModuleNotFoundError, match="No module named 'not_a_module'"):
         require("not_a_module", "this")

@@ -16,36 +16,10 @@ from typing import Any
 
 import orjson
 
+from streamforest.optional import require
+
 ENV_PREFIX = "STREAMFOREST_"
 TRUE = ("1", "true", "yes", "on")
-
-
-def _add_engine_options(p: argparse.ArgumentParser) -> None:
-    """The engine options of ``streamforest run`` (the shared helper when this branch has it)."""
-    try:
-        from streamforest.cli import add_engine_options
-    except ImportError:
-        pass
-    else:
-        add_engine_options(p)
-        return
-    p.add_argument("--seed", type=int, default=0, help="the forests' random_state")
-    p.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
-                   help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable)")
-    p.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
-                   help="which samples get predictions/encodings after each model change")
-    p.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
-                   help="publish leaf encodings (one entry per tree), full node-path encodings, or none")
-    p.add_argument("--n-components", type=int, default=2**18, help="width of the hashed encodings")
-    p.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
-
-
-def _engine_config(args: argparse.Namespace) -> Any:
-    try:
-        from streamforest.cli import engine_config
-    except ImportError:
-        from streamforest.cli import _engine_config as engine_config
-    return engine_config(args)
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
@@ -102,6 +76,7 @@ def _check_env(args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _check_env(args)
+    require("kafka", "streamforest kafka run")
     from streamforest.connectors.kafka.config import Topics, WorkerConfig
     from streamforest.connectors.kafka.worker import Worker
 
@@ -115,7 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
         exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
         session_timeout_ms=int(args.session_timeout * 1000), client=_client_settings(args))
-    worker = Worker(config, _engine_config(args))
+    from streamforest.cli import engine_config
+
+    worker = Worker(config, engine_config(args))
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
@@ -127,6 +104,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_produce(args: argparse.Namespace) -> int:
     """Send JSONL messages (a file, or ``-`` for ``streamforest produce`` piped in) keyed by their stream."""
     _check_env(args)
+    require("kafka", "streamforest kafka produce")
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, enable_idempotence=True, acks="all",
@@ -169,6 +147,7 @@ def message_key(line: bytes) -> bytes | None:
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print a topic's committed records: ``partition:offset key [headers] value``."""
     _check_env(args)
+    require("kafka", "streamforest kafka tail")
     from kafka import KafkaConsumer, TopicPartition
 
     c = KafkaConsumer(bootstrap_servers=args.bootstrap_servers, isolation_level="read_committed",
@@ -246,7 +225,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
-    _add_engine_options(p)
+    from streamforest.cli import add_engine_options
+
+    add_engine_options(p)
     _env_defaults(p)
     p.set_defaults(func=cmd_run)
 

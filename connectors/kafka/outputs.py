@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import orjson
 
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics
+from streamforest.engine.records import RecordBatch
 
 #: Above this an output record is not sent: it becomes a dead letter saying so (the broker would refuse it).
 MAX_RECORD_BYTES = 1_000_000
@@ -52,6 +54,25 @@ def output(topics: Topics, record: dict[str, Any], origin: Origin) -> KafkaRecor
     if "model_version" in record:
         headers.append(("streamforest.model_version", str(record["model_version"]).encode()))
     return KafkaRecord(topics.output(kind), record["key"].encode("utf-8"), value, headers)
+
+
+def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> list[KafkaRecord]:
+    """The Kafka records of one batch of engine records; a republication batch
+    (:class:`~streamforest.engine.records.RecordBatch`) from its bulk JSON lines, without a dict per record."""
+    if not isinstance(batch, RecordBatch):
+        return [output(topics, r, origin) for r in batch]
+    topic = topics.output(batch.type)
+    headers = [("streamforest.type", batch.type.encode()),
+               ("streamforest.model_version", str(batch.model_version).encode())]
+    values = batch.jsonl().split(b"\n")[:-1]  # orjson escapes newlines inside strings: one line per record
+    out = []
+    for key, value in zip(batch.keys(), values, strict=True):
+        if len(value) > MAX_RECORD_BYTES:
+            out.append(dead_letter(topics, value, f"output {batch.type} record of {len(value)} bytes is over the "
+                                                  f"{MAX_RECORD_BYTES}-byte record limit", origin))
+        else:
+            out.append(KafkaRecord(topic, key.encode("utf-8"), value, headers))
+    return out
 
 
 def dead_letter(topics: Topics, original: bytes, reason: str, origin: Origin) -> KafkaRecord:

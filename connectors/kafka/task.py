@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
@@ -23,16 +23,16 @@ from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog
 from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
-from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, output
+from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, outputs
 from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.state import StreamState
 
 log = logging.getLogger("streamforest.kafka")
 
 
-def engine_batches(engine: Engine, raw: bytes, source: str) -> Iterator[list[dict[str, Any]]]:
-    """The one place the worker calls the engine: the records of one message, in batches to produce."""
-    yield engine.process(raw, source)
+def engine_batches(engine: Engine, raw: bytes, source: str) -> Iterator[Sequence[dict[str, Any]]]:
+    """The one place the worker calls the engine: the records of one message, in bounded batches to produce."""
+    yield from engine.process_batches(raw, source)
 
 
 class PartitionTask:
@@ -117,7 +117,7 @@ class PartitionTask:
         n = 0
         for batch in engine_batches(self.engine, raw, f"{msg.topic}:{msg.partition}:{msg.offset}"):
             if not replaying:
-                n += self._send([output(self.config.topics, r, origin) for r in batch])
+                n += self._send(outputs(self.config.topics, batch, origin))
         elapsed = time.perf_counter() - started
         self.work_since_state += elapsed
         self.metrics.process_seconds.labels(self.engine_metrics.last_kind).observe(elapsed)
