@@ -63,11 +63,21 @@ class LocalBroker:
         raise RuntimeError(f"noida-db did not answer on {self.bootstrap} in {timeout:.0f} s")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
+        if self.proc is not None:
+            # The noida-db script runs the broker as its child: signal the whole process group (its own session),
+            # or the broker outlives the test run.
             try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait()
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    os.killpg(self.proc.pid, 0)  # raises once no process of the group is left
+                    time.sleep(0.1)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc = None
