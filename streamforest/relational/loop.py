@@ -30,8 +30,11 @@ from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
 from streamforest.relational.tables import Database
 
-#: The forest of the exploration streams: small generations (feedback comes per candidate).
-EXPLORE_FOREST = {"trees_per_generation": 30}
+#: The forest of the exploration streams: small generations (feedback comes per candidate), and the paper's
+#: whole-subspace splits: the loop compares each candidate's out-of-bag gain with its shadows', which needs
+#: Algorithm 1's weights from the first feature on (the narrow-stream mode of ``split_features="auto"`` weighs the
+#: first generations of a stream of 1-3 features on another scale, and the planted signal was then missed).
+EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None}
 #: The forest of the final stream, which scores the unlabelled rows with the accepted features only: every feature
 #: already earned its place, so they are sampled alike with equal weights, and more trees per feature.
 FINAL_FOREST = {"trees_per_generation": 100, "policy": "baseline"}

@@ -211,6 +211,7 @@ class ThompsonPolicy(Policy):
         return f.facets()
 
     def propose(self) -> Candidate | None:
+        """The target's own attributes first, then a shadow when one is due, then :meth:`_next_real`."""
         while self._pending_attr:
             fam = self._pending_attr.pop(0)
             c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
@@ -218,12 +219,18 @@ class ThompsonPolicy(Policy):
                 return self._sent(c)
         if self._shadow_due():
             return self._sent(self._shadow(self._last_real))
+        c = self._next_real()
+        if c is None:
+            return None
+        self._last_real = c
+        return self._sent(c)
+
+    def _next_real(self) -> Candidate | None:
+        """The next real candidate: a family drawn by Thompson sampling, its next member."""
         while not self.exhausted.all():
-            i = self._draw()
-            c = self._from_family(i)
+            c = self._from_family(self._draw())
             if c is not None:
-                self._last_real = c
-                return self._sent(c)
+                return c
         return None
 
     def _sent(self, c: Candidate) -> Candidate:
@@ -390,14 +397,8 @@ class EnumerationPolicy(ThompsonPolicy):
                 and (f.kind != "nested" or _complexity(f) <= 1)]
         return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in fams)
 
-    def propose(self) -> Candidate | None:
-        while self._pending_attr:
-            fam = self._pending_attr.pop(0)
-            c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
-            if c is not None:
-                return self._sent(c)
-        if self._shadow_due():
-            return self._sent(self._shadow(self._last_real))
+    def _next_real(self) -> Candidate | None:
+        """The next member of the enumeration, family after family."""
         while True:
             f = next(self._members, None)
             if f is None:
@@ -408,5 +409,4 @@ class EnumerationPolicy(ThompsonPolicy):
                 continue
             c = self._make(self.generator.learn(f, self._score), str(self._family), self._family.facets())
             if c is not None:
-                self._last_real = c
-                return self._sent(c)
+                return c
