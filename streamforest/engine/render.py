@@ -15,15 +15,9 @@ batch), so the bytes are orjson's by construction, including ``null`` for a non-
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
-import numba
 import numpy as np
 import orjson
 from numba import njit
-
-#: Fewest lines per thread when a batch is written by several (a thread costs about as much as a few lines).
-PART_LINES = 256
 
 
 def texts(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -109,20 +103,22 @@ def _put_int(out, pos, v) -> int:
     q = pos + n - 1
     ten = np.uint64(10)
     while q >= pos:
-        out[q] = np.uint8(48 + u % ten)  # division by a constant: a multiplication, not a division
+        out[q] = np.uint8(u % ten + np.uint64(48))  # by a constant: a multiplication, not a division; all unsigned
         u //= ten
         q -= 1
     return pos + n
 
 
-@njit(cache=True, nogil=True)
-def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, lo, hi,
-            out, ends):
-    """Write lines ``lo`` to ``hi`` into ``out`` (large enough), front to back; ``ends[i + 1]`` is where line ``i``
-    ends in ``out``. Without the GIL, so that threads can write parts of a batch side by side."""
+@njit(cache=True)
+def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, out,
+            ends):
+    """Write every line into ``out`` (large enough), front to back; ``ends[i + 1]`` is where line ``i`` ends.
+
+    One pass on one thread: it is memory-bound, and on a busy machine a parallel region waits for its threads.
+    """
     n_names = names_off.shape[0] - 1
     pos = 0
-    for i in range(lo, hi):
+    for i in range(ids_off.shape[0] - 1):
         pos = _put(out, pos, seg, seg_off[0], seg_off[1])
         pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
         pos = _put(out, pos, seg, seg_off[1], seg_off[2])
@@ -169,27 +165,12 @@ def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.nda
     m = len(ids)
     iptr = np.ascontiguousarray(iptr, dtype=np.int64)
     fptr = np.ascontiguousarray(fptr, dtype=np.int64)
-    n_ints = int(iptr[m] - iptr[0])
+    n_ints, n_floats = int(iptr[m] - iptr[0]), int(fptr[m] - fptr[0])
     widest = max((len(str(int(v))) for v in (ints.min(), ints.max())), default=1) if n_ints else 1
-    per_float = int(np.diff(name_off).max()) + int(np.diff(table_off).max()) + 1
-    ints = np.ascontiguousarray(ints)
+    bound = (m * len(seg) + 2 * len(id_buf) + n_ints * (widest + 1)
+             + n_floats * (int(np.diff(name_off).max()) + int(np.diff(table_off).max()) + 1))
+    out = np.empty(bound, dtype=np.uint8)
     ends = np.zeros(m + 1, dtype=np.int64)
-    n_parts = max(1, min(numba.get_num_threads(), m // PART_LINES))
-    cuts = [m * k // n_parts for k in range(n_parts + 1)]
-
-    def part(k: int) -> np.ndarray:
-        lo, hi = cuts[k], cuts[k + 1]
-        bound = ((hi - lo) * len(seg) + 2 * int(id_off[hi] - id_off[lo]) + int(iptr[hi] - iptr[lo]) * (widest + 1)
-                 + int(fptr[hi] - fptr[lo]) * per_float)
-        out = np.empty(bound, dtype=np.uint8)
-        _render(seg, seg_off, id_buf, id_off, iptr, ints, fptr, name_buf, name_off, table, table_off, index, single,
-                lo, hi, out, ends)
-        return out[:ends[hi]]
-
-    if n_parts == 1:
-        return part(0).tobytes(), ends
-    with ThreadPoolExecutor(n_parts) as pool:
-        parts = list(pool.map(part, range(n_parts)))
-    for k in range(1, n_parts):  # each part's ends start from 0: shift them after the parts before
-        ends[cuts[k] + 1:cuts[k + 1] + 1] += ends[cuts[k]]
-    return b"".join(parts), ends
+    _render(seg, seg_off, id_buf, id_off, iptr, np.ascontiguousarray(ints), fptr, name_buf, name_off, table,
+            table_off, index, single, out, ends)
+    return out[:ends[m]].tobytes(), ends

@@ -71,23 +71,3 @@ def test_ids_are_escaped_as_orjson_does_in_one_piece_or_one_by_one(ids):
     proba = np.full((len(ids), 2), 0.5)
     batch = RecordBatch.of_predictions("s", ids, 1, np.array([0, 1]), proba)
     check(batch, records.predictions("s", ids, 1, np.array([0, 1]), proba))
-
-
-@pytest.mark.parametrize("kind", ["prediction", "encoding"])
-def test_a_batch_written_by_several_threads_is_the_same_bytes(kind, monkeypatch):
-    import numba
-
-    from streamforest.engine import render
-
-    monkeypatch.setattr(render, "PART_LINES", 4)
-    monkeypatch.setattr(numba, "get_num_threads", lambda: 3)
-    rng = np.random.default_rng(2)
-    ids = [f"id{i}" for i in range(50)] + IDS
-    if kind == "prediction":
-        proba = rng.dirichlet(np.ones(3), size=len(ids))
-        batch = RecordBatch.of_predictions("s", ids, 1, np.array([0, 1, 2]), proba)
-        check(batch, records.predictions("s", ids, 1, np.array([0, 1, 2]), proba))
-    else:
-        E = sp.csr_matrix((rng.random((len(ids), 40)) < 0.2).astype(np.float32))
-        batch = RecordBatch.of_encodings("s", ids, 1, E)
-        check(batch, records.encodings("s", ids, 1, E))
