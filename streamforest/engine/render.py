@@ -103,7 +103,7 @@ def _put_int(out, pos, v) -> int:
     q = pos + n - 1
     ten = np.uint64(10)
     while q >= pos:
-        out[q] = np.uint8(48 + u % ten)  # division by a constant: a multiplication, not a division
+        out[q] = np.uint8(u % ten + np.uint64(48))  # by a constant: a multiplication, not a division; all unsigned
         u //= ten
         q -= 1
     return pos + n
