@@ -58,15 +58,26 @@ def output(topics: Topics, record: dict[str, Any], origin: Origin) -> KafkaRecor
 
 def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> list[KafkaRecord]:
     """The Kafka records of one batch of engine records; a republication batch
-    (:class:`~streamforest.engine.records.RecordBatch`) from its bulk JSON lines, without a dict per record."""
+    (:class:`~streamforest.engine.records.RecordBatch`) from its bulk JSON lines, without a dict per record.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from streamforest.engine.records import RecordBatch
+    >>> b = RecordBatch.of_predictions("s", ["a", "b"], 3, np.array([0, 1]), np.array([[0.25, 0.75], [1.0, 0.0]]))
+    >>> rs = outputs(Topics(), b, Origin("in", 0, 7, b"s", b"{}"))
+    >>> [(r[0], r[1]) for r in rs]
+    [('streamforest.predictions', b's/a'), ('streamforest.predictions', b's/b')]
+    >>> [orjson.loads(r[2]) for r in rs] == list(b) and rs[0][3][1]
+    ('streamforest.model_version', b'3')
+    """
     if not isinstance(batch, RecordBatch):
         return [output(topics, r, origin) for r in batch]
     topic = topics.output(batch.type)
     headers = [("streamforest.type", batch.type.encode()),
                ("streamforest.model_version", str(batch.model_version).encode())]
-    values = batch.jsonl().split(b"\n")[:-1]  # orjson escapes newlines inside strings: one line per record
     out = []
-    for key, value in zip(batch.keys(), values, strict=True):
+    for key, value in zip(batch.keys(), batch.json_values(), strict=True):
         if len(value) > MAX_RECORD_BYTES:
             out.append(dead_letter(topics, value, f"output {batch.type} record of {len(value)} bytes is over the "
                                                   f"{MAX_RECORD_BYTES}-byte record limit", origin))
