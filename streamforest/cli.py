@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 from streamforest.connectors.kafka import cli as kafka_cli
+from streamforest.engine.options import add_engine_options, bounded_int, engine_config
 
 EXAMPLES = """\
 examples:
@@ -33,69 +32,6 @@ def cmd_produce(args: argparse.Namespace) -> int:
         out.write(orjson.dumps(m) + b"\n")
     out.flush()
     return 0
-
-
-def _bounded_int(low: int, high: int | None = None) -> Any:
-    """An argparse type: an integer in ``low..high``, refused when the command starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 0)  # 0x..., 1_000 and plain decimals
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            span = f"at least {low}" if high is None else f"in {low}..{high}"
-            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
-        return value
-
-    return parse
-
-
-def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    """The options that configure the engine, shared by every command that runs one (``run``, ``kafka run``);
-    :func:`engine_config` turns them into an :class:`~streamforest.engine.core.EngineConfig`."""
-    from streamforest.encoding import DEFAULT_N_COMPONENTS
-    from streamforest.engine.core import MAX_MESSAGE_BYTES, MAX_N_COMPONENTS
-
-    parser.add_argument("--seed", type=_bounded_int(0, 2**63 - 1), default=0, help="the forests' random_state")
-    parser.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
-                        help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable; the value "
-                             "is read as JSON, or as a string when it is not JSON)")
-    parser.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
-                        help="which samples get predictions/encodings after each model change")
-    parser.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
-                        help="publish leaf encodings (one entry per tree), full node-path encodings, or none. The "
-                             "encodings are most of the output (MagicTelescope, 6,340 scored samples x 10 "
-                             "features: 179 MB of encodings with leaves, 10 MB of predictions); none publishes "
-                             "predictions only")
-    parser.add_argument("--n-components", type=_bounded_int(1, MAX_N_COMPONENTS), default=DEFAULT_N_COMPONENTS,
-                        help="width of the hashed encodings, 1..2**31-1 (default 2**18)")
-    parser.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
-    parser.add_argument("--max-message-bytes", type=_bounded_int(1), default=MAX_MESSAGE_BYTES,
-                        help=f"refuse messages longer than this (dead letters keep their first 4 KiB and their "
-                             f"length); default {MAX_MESSAGE_BYTES} (16 MiB): send larger feature columns in parts")
-
-
-def engine_config(args: argparse.Namespace):
-    """The :class:`~streamforest.engine.core.EngineConfig` of the options :func:`add_engine_options` added;
-    ``ValueError`` naming the bad option."""
-    from streamforest.engine.core import EngineConfig
-
-    forest: dict[str, Any] = {"random_state": args.seed}
-    for kv in args.forest_param or []:
-        k, eq, v = kv.partition("=")
-        if not eq or not k:
-            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
-        try:
-            forest[k] = json.loads(v)
-        except json.JSONDecodeError:
-            forest[k] = v  # a bare word: a string parameter such as policy=baseline
-    try:
-        return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
-                            n_components=args.n_components, encoding_values=args.encoding_values,
-                            max_message_bytes=args.max_message_bytes)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"bad engine option: {exc}") from None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -220,9 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", required=True, help="JSONL file, or - for stdin")
     p.add_argument("--output", required=True, help="output directory, or - for stdout")
     p.add_argument("--checkpoint-dir", help="where to checkpoint state (and resume from)")
-    p.add_argument("--checkpoint-every", type=_bounded_int(1), default=1000, help="messages between "
+    p.add_argument("--checkpoint-every", type=bounded_int(1), default=1000, help="messages between "
                    "checkpoints, at least 1 (a checkpoint also follows every model change)")
-    p.add_argument("--metrics-port", type=_bounded_int(0, 65535), help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-port", type=bounded_int(0, 65535), help="serve Prometheus metrics on this port")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
     add_engine_options(p)
     p.add_argument("--progress", nargs="?", choices=("auto", "bar", "lines", "none"), default="auto", const="bar",

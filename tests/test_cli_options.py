@@ -7,8 +7,9 @@ import argparse
 
 import pytest
 
-from streamforest.cli import add_engine_options, engine_config, main
+from streamforest.cli import main
 from streamforest.engine.core import EngineConfig
+from streamforest.engine.options import add_engine_options, engine_config
 
 
 @pytest.mark.parametrize("args", [

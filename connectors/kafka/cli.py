@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from streamforest.engine.options import add_engine_options, engine_config
 from streamforest.optional import require
 
 ENV_PREFIX = "STREAMFOREST_"
@@ -90,8 +91,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
         exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
         session_timeout_ms=int(args.session_timeout * 1000), client=_client_settings(args))
-    from streamforest.cli import engine_config
-
     worker = Worker(config, engine_config(args))
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -225,8 +224,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
-    from streamforest.cli import add_engine_options
-
     add_engine_options(p)
     _env_defaults(p)
     p.set_defaults(func=cmd_run)

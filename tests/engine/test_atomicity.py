@@ -66,7 +66,7 @@ def test_a_regression_stream_refuses_non_numeric_targets_and_changes_nothing(ord
     assert e.streams["r"].forest is not None
 
 
-@pytest.mark.parametrize("where", ["_add_generation", "_recompute_oob", "_bump_version"])
+@pytest.mark.parametrize("where", ["_add_generation", "_clear_oob", "_bump_version"])
 def test_a_forest_failing_halfway_through_its_update_changes_nothing(monkeypatch, where):
     """Faults injected into the forest after it started changing itself (a bug, memory): the message becomes an
     internal-error dead letter and the engine's state is exactly the one before it."""
@@ -93,5 +93,5 @@ def test_a_forest_failing_halfway_through_its_update_changes_nothing(monkeypatch
             refused += 1
     assert refused >= 1  # the fault was met
     monkeypatch.undo()
-    # Only add_samples (the label and samples) got through when the fault was in the out-of-bag recomputation.
-    assert len(e.streams["s"].forest.generations_) == (2 if where == "_recompute_oob" else 1)
+    # With the fault in the out-of-bag reset, which only add_samples makes, the feature got through.
+    assert len(e.streams["s"].forest.generations_) == (2 if where == "_clear_oob" else 1)
