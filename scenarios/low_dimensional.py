@@ -138,6 +138,8 @@ def summarise(rows: list[dict]) -> tuple[str, list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data-dir", type=Path, default=SHARED / "datasets" / "motl2019")
+    ap.add_argument("--bundled", action="store_true",
+                    help="the datasets shipped inside the package instead of --data-dir (no ../shared needed)")
     ap.add_argument("--out", type=Path, default=REPO / "results" / "low_dimensional")
     ap.add_argument("--part", choices=PARTS, default="all", help="the fixed half of the datasets to run on")
     ap.add_argument("--max-d", type=int, help="only datasets with at most this many features")
@@ -146,9 +148,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="processes (the machine may be shared: 1 by default)")
     ap.add_argument("--params", default="{}", help="JSON of FeatureStreamForest parameters for ours")
     args = ap.parse_args(argv)
+    if args.bundled:
+        from streamforest.datasets import bundled_dir
+
+        args.data_dir = bundled_dir()
 
     if not (args.data_dir / "MANIFEST.tsv").exists():
-        print(f"no datasets at {args.data_dir}", file=sys.stderr)
+        print(f"no datasets at {args.data_dir} (use --bundled, or put shared/ beside the repository)", file=sys.stderr)
         return 2
     params = json.loads(args.params)
     names = set(args.datasets.split(",")) if args.datasets else None
