@@ -95,6 +95,8 @@ class Worker:
                 self.metrics.records_in.labels(tp.topic).inc(len(msgs))
                 last_record = time.monotonic()
                 for msg in msgs:
+                    if self.tasks.get(tp.partition) is not task:
+                        break  # a failed commit restarted the partition: it resumes from its committed state
                     try:
                         task.process(msg)
                     except KafkaError as exc:
