@@ -164,7 +164,7 @@ def test_sigkill_and_restart(broker, reference, guarantee):
 # Known timing bug, not yet found: about one run in three under load, the changelog's final snapshot of one stream
 # lacks its last feature although every output record is exact: that check is an expected failure (xfail) until
 # it is found; the outputs are checked strictly (no rerun: the topics of a first attempt would already exist).
-@pytest.mark.xfail(strict=False, reason="known bug: flaky after a kill in a two-worker group (final snapshot or outputs); see the note")
+@pytest.mark.xfail(strict=False, reason="known bug: flaky after a kill in a two-worker group")
 def test_two_workers_one_killed(broker, reference):
     """Two workers share the partitions (the first hands some over in a cooperative rebalance); the first is
     killed mid-run and restarted; the records are those of one uninterrupted run."""
