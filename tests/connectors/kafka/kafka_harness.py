@@ -137,4 +137,4 @@ class WorkerProcess:
         return rc
 
     def log(self) -> str:
-        return "\n".join(self.lines[-40:])
+        return "\n".join(self.lines[-80:])

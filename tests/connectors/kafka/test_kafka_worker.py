@@ -214,5 +214,5 @@ def test_broker_restart_mid_run(broker, reference):
     assert w.wait() == 0, w.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
-        assert got[key] == want[key], key
+        assert got[key] == want[key], f"{key}\n{w.log()}"
     _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
