@@ -67,7 +67,7 @@ class KafkaTransport:
     >>> pieces = t._wire({"v": 1, "type": "feature", "stream": "s", "name": "x", "ids": list(range(100)),
     ...                   "values": [0.5] * 100}, 300)
     >>> [(m["stream"], m["part"], m["parts"], len(m["ids"])) for m in pieces][:2]
-    [('r1:s', 0, 6, 17), ('r1:s', 1, 6, 17)]
+    [('r1:s', 0, 6, 17), ('r1:s', 1, 6, 16)]
     >>> sum(len(m["values"]) for m in pieces), max(len(orjson.dumps(m)) for m in pieces) <= 300
     (100, True)
     """
