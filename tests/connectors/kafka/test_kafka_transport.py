@@ -167,3 +167,22 @@ def test_loop_over_kafka_writes_what_the_in_process_loop_writes(broker, tmp_path
     assert {m["stream"] for m in final_msgs} == {f"{run_ids.pop()}:final"}
     _stop(explore)
     _stop(final)
+
+
+def test_without_kafka_python_the_loop_runs_in_process_and_kafka_names_the_extra(tmp_path):
+    rng = np.random.default_rng(0)
+    docs = [{"y": int(i % 2), "parts": [{"w": float(rng.normal() + i % 2)} for _ in range(3)]} for i in range(40)]
+    data = tmp_path / "docs.json"
+    data.write_text(json.dumps(docs))
+    code = ("import sys; sys.modules['kafka'] = None\n"
+            "from streamforest.cli import main\n"
+            f"args = ['relational', 'run', '--documents', {str(data)!r}, '--label', 'y', '--budget', '3', '--quiet']\n"
+            f"assert main([*args, '--out', {str(tmp_path / 'a')!r}]) == 0\n"
+            f"sys.exit(main([*args, '--out', {str(tmp_path / 'b')!r}, '--bootstrap-servers', '127.0.0.1:1']))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STREAMFOREST_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=ROOT)
+    assert done.returncode == 1, done.stderr
+    assert "the relational loop over Kafka needs kafka-python" in done.stderr
+    assert "pip install 'streamforest[kafka]'" in done.stderr
+    assert (tmp_path / "a" / "candidates.jsonl").read_text().count("\n") == 3
