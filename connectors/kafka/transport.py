@@ -24,6 +24,7 @@ which is when the loop declares samples).
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import uuid
 from typing import Any
@@ -33,6 +34,8 @@ import orjson
 from streamforest.connectors.kafka.cli import message_key
 from streamforest.connectors.kafka.config import Topics, WorkerConfig
 from streamforest.optional import require
+
+log = logging.getLogger("streamforest.kafka")
 
 #: Input messages longer than this are cut (well under the producer's ``max_request_size`` and Kafka's default
 #: 1 MB ``message.max.bytes``).
@@ -145,12 +148,15 @@ class KafkaTransport:
         return out
 
     def close(self) -> None:
-        """Drop the streams this run left on the worker; release the clients."""
+        """Drop the streams this run left on the worker; release the clients. A drop that cannot be sent is
+        logged, not raised: the run's results are complete by then."""
         if self.producer is None:
             return
         try:
             for wire in list(self.live):
                 self.send({"v": 1, "type": "control", "stream": wire[len(self.prefix):], "op": "drop"})
+        except RuntimeError as exc:
+            log.warning("could not drop streams %s on the worker (they stay in its state): %s", self.live, exc)
         finally:
             self.producer.close(timeout=self.timeout)
             self.consumer.close()

@@ -48,6 +48,8 @@ def register(subparsers: Any) -> None:
                         "`streamforest kafka run` worker (default: kafka with --bootstrap-servers, else inprocess)")
     r.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
                    help="a FeatureStreamForest parameter of the loop's streams (repeatable)")
+    r.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for the engine's feedback on one feature before giving up")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=cmd_run)
 
@@ -128,6 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             forest[k] = json.loads(v)
         except json.JSONDecodeError:
             forest[k] = v
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
     db = load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -142,13 +146,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         transport, final_transport = _kafka_transports(args, config, final, progress)
     log = TrialLog(out / "candidates.jsonl")
     try:
-        loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport),
+        loop = Loop(db, client=EngineClient(transport, args.timeout),
+                    final_client=EngineClient(final_transport, args.timeout),
                     budget=args.budget, seed=args.seed, rebase_after=args.rebase_after,
                     explore_rows=args.explore_rows, max_depth=args.max_depth, forest=forest, on_trial=log,
                     progress=progress)
         result = loop.run()
     except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
-        print(f"streamforest relational: {exc}", file=sys.stderr)
+        hint = ""
+        if kind == "kafka" and isinstance(exc, TimeoutError):
+            hint = (f" (is a `streamforest kafka run` worker consuming {args.input_topic}"
+                    f"{'' if not args.final_input_topic else ' and ' + args.final_input_topic}?)")
+        print(f"streamforest relational: {exc}{hint}", file=sys.stderr)
         return 1
     finally:
         log.close()

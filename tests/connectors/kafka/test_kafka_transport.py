@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import orjson
 import pytest
-from kafka_harness import ROOT, WorkerProcess, read_topic
+from kafka_harness import ROOT, WorkerProcess, create_topics, read_topic
 
 from streamforest.connectors.kafka import transport as kafka_transport
 from streamforest.connectors.kafka.config import Topics
@@ -119,6 +119,23 @@ def test_kafka_transport_refuses_missing_topics_and_bad_run_ids(broker):
         KafkaTransport(broker.bootstrap, Topics(prefix=f"{PREFIX}-none"), run_id="a:b")
     with pytest.raises(ValueError, match=f"topic {PREFIX}-none.input does not exist"):
         KafkaTransport(broker.bootstrap, Topics(input=f"{PREFIX}-none.input", prefix=f"{PREFIX}-none"))
+
+
+def test_without_a_worker_the_loop_gives_up_and_says_which_topic_it_waited_on(broker, tmp_path):
+    prefix = f"{PREFIX}-idle"
+    create_topics(broker.bootstrap, prefix, partitions=1)  # the topics, but no worker on them
+    rng = np.random.default_rng(0)
+    docs = [{"y": int(i % 2), "parts": [{"w": float(rng.normal())}]} for i in range(20)]
+    (tmp_path / "docs.json").write_text(json.dumps(docs))
+    run = _relational("--documents", str(tmp_path / "docs.json"), "--label", "y", "--budget", "2", "--out",
+                      str(tmp_path / "out"), "--timeout", "3", "--bootstrap-servers", broker.bootstrap,
+                      "--input-topic", f"{prefix}.input", "--topic-prefix", prefix, "--run-id", "lonely")
+    assert run.returncode == 1, run.stderr
+    assert "no feedback for feature" in run.stderr
+    assert f"is a `streamforest kafka run` worker consuming {prefix}.input?" in run.stderr
+    sent = [(json.loads(r.value)["stream"], json.loads(r.value)["type"])
+            for r in read_topic(broker.bootstrap, f"{prefix}.input")]
+    assert sent[0] == ("lonely:explore-0", "samples") and sent[-1] == ("lonely:explore-0", "control")
 
 
 def _relational(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
