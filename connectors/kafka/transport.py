@@ -206,8 +206,11 @@ class KafkaTransport:
                     "reason": headers.get("__streams.errors.message", "(no reason given)")}
         if r.value is None:
             return None  # the tombstone of a dropped stream's sample
-        rec = orjson.loads(r.value)
-        wire = rec.get("stream")
+        try:
+            rec = orjson.loads(r.value)
+        except orjson.JSONDecodeError:
+            return None  # not a worker's record: nobody's stream of this run
+        wire = rec.get("stream") if isinstance(rec, dict) else None
         if wire not in self.streams:
             return None
         rec["stream"] = wire[len(self.prefix):]
