@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 PREFIX = "sf-kdriver"  # this module's topics (the broker is shared by the session)
 MUTAGENESIS = ROOT.parent / "shared" / "datasets" / "mutagenesis" / "data.json"
 #: Short commits: the loop waits for each feature's feedback, which a read_committed reader sees at the commit.
-FAST = ["--partitions", "2", "--commit-interval", "0.1", "--exit-when-idle", "180"]
+FAST = ["--partitions", "2", "--commit-interval", "0.02", "--exit-when-idle", "180"]
 
 
 def _worker(bootstrap: str, prefix: str, config: dict) -> tuple[WorkerProcess, Topics]:
