@@ -75,7 +75,7 @@ def test_records_are_matched_to_the_run_that_sent_them(broker, monkeypatch):
     worker, topics = _worker(broker.bootstrap, f"{PREFIX}-match", config)
     x = np.arange(60) % 3 + 0.5
     y = (np.arange(60) * 7) % 11 - 2.0
-    ref = EngineClient(InProcess(config))
+    ref = EngineClient(InProcess(config))  # the same messages, uncut, in this process
     ref_x, ref_x_pred = _exchange(ref, "x", x)
     ref.drop("s")
     ref_y, ref_y_pred = _exchange(ref, "y", y)
@@ -111,6 +111,8 @@ def test_records_are_matched_to_the_run_that_sent_them(broker, monkeypatch):
     assert sum(m["type"] == "control" and m["op"] == "drop" for m in msgs) == 3
     parts = [(m["part"], m["parts"]) for m in msgs if m["type"] == "feature" and m["name"] == "y"]
     assert len(parts) > 2 and parts == [(i, len(parts)) for i in range(len(parts))]
+    declared = [m for m in msgs if m["type"] == "samples" and m["stream"] == "a:s"]
+    assert len(declared) > 3 and sum(len(m["samples"]) for m in declared) == 2 * 60  # run a: 1 message; b: cut
     _stop(worker)
 
 
