@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_PUBLIC = {"Topics": "config", "WorkerConfig": "config", "WorkerMetrics": "metrics", "Worker": "worker"}
+_PUBLIC = {"Topics": "config", "WorkerConfig": "config", "WorkerMetrics": "metrics", "Worker": "worker",
+           "KafkaTransport": "transport"}
 
 __all__ = sorted(_PUBLIC)
 

@@ -12,6 +12,7 @@ EXAMPLES = """\
 examples:
   streamforest relational run --schema schema.json --budget 300 --out out/ --seed 0
   streamforest relational run --documents data.json --label mutagenic --budget 300 --out out/
+  streamforest relational run --documents data.json --label mutagenic --out out/ --bootstrap-servers localhost:9092
 """
 
 
@@ -25,7 +26,9 @@ def register(subparsers: Any) -> None:
     sub = p.add_subparsers(dest="relational_command", required=True)
     r = sub.add_parser("run", help="run the loop on a schema.json or on nested JSON documents",
                        description="Run the loop and write features.csv, predictions.csv (the unlabelled target "
-                                   "rows), candidates.jsonl and loop.png to --out; progress on stderr.")
+                                   "rows), candidates.jsonl and loop.png to --out; progress on stderr. Every "
+                                   "option of the Kafka transport can also be set as STREAMFOREST_<OPTION>.",
+                       parents=[_kafka_options()])
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--schema", help="a schema.json (tables as CSV, paths relative to it)")
     src.add_argument("--documents", help="a JSON list of nested documents (list fields are child tables)")
@@ -40,12 +43,65 @@ def register(subparsers: Any) -> None:
                    help="rejections after which the exploration stream restarts with the accepted features")
     r.add_argument("--explore-rows", type=int, default=10_000,
                    help="labelled rows the exploration looks at (a stratified sample beyond that)")
-    r.add_argument("--transport", choices=("inprocess", "jsonl"), default="inprocess",
-                   help="the engine in this process, or `streamforest run` as a child process over JSON lines")
+    r.add_argument("--transport", choices=("inprocess", "jsonl", "kafka"),
+                   help="the engine in this process, `streamforest run` as a child process over JSON lines, or a "
+                        "`streamforest kafka run` worker (default: kafka with --bootstrap-servers, else inprocess)")
     r.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
                    help="a FeatureStreamForest parameter of the loop's streams (repeatable)")
+    r.add_argument("--timeout", type=float, default=600.0,
+                   help="seconds to wait for the engine's feedback on one feature before giving up")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.set_defaults(func=cmd_run)
+
+
+def _kafka_options() -> argparse.ArgumentParser:
+    """The Kafka transport's options (those of ``streamforest kafka``, environment variables included)."""
+    from streamforest.connectors.kafka import cli as kafka_cli
+
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("over Kafka", "the loop's messages go to a `streamforest kafka run` worker started "
+                                           "separately (with the options the loop prints)")
+    kafka_cli._add_connection_options(g)
+    g.add_argument("--input-topic", default="streamforest.input", help="the exploration worker's input topic")
+    g.add_argument("--topic-prefix", default="streamforest", help="the exploration worker's output prefix")
+    g.add_argument("--final-input-topic",
+                   help="input topic of the worker that grows the final stream with the final forest's parameters "
+                        "(default: the exploration worker's: then its parameters grow the final stream)")
+    g.add_argument("--final-topic-prefix", help="output prefix of that worker (default: --topic-prefix)")
+    g.add_argument("--run-id", help="prefix of this run's stream ids on the topics (default: a random one)")
+    p.set_defaults(bootstrap_servers=None)  # its presence selects the Kafka transport
+    kafka_cli._env_defaults(p)
+    return p
+
+
+def _kafka_transports(args: argparse.Namespace, config: dict[str, Any], final: dict[str, Any],
+                      progress: Any) -> tuple[Any, Any]:
+    import shlex
+    import uuid
+
+    from streamforest.connectors.kafka import cli as kafka_cli
+    from streamforest.connectors.kafka.config import Topics
+    from streamforest.connectors.kafka.transport import KafkaTransport, worker_command
+
+    kafka_cli._check_env(args)
+    if not args.bootstrap_servers:
+        raise ValueError("--transport kafka needs --bootstrap-servers")
+    topics = Topics(input=args.input_topic, prefix=args.topic_prefix)
+    final_topics = Topics(input=args.final_input_topic or topics.input,
+                          prefix=args.final_topic_prefix or args.topic_prefix)
+    run_id = args.run_id or uuid.uuid4().hex[:12]
+    client = kafka_cli._client_settings(args)
+    if progress is not None:
+        progress(f"relational over Kafka, run {run_id}: exploration worker: "
+                 f"{shlex.join(worker_command(args.bootstrap_servers, topics, config))}")
+        if final_topics != topics:
+            progress(f"final-stream worker: {shlex.join(worker_command(args.bootstrap_servers, final_topics, final))}")
+    transport = KafkaTransport(args.bootstrap_servers, topics, run_id, client)
+    try:
+        return transport, KafkaTransport(args.bootstrap_servers, final_topics, run_id, client)
+    except BaseException:
+        transport.close()
+        raise
 
 
 def load(args: argparse.Namespace):
@@ -74,24 +130,34 @@ def cmd_run(args: argparse.Namespace) -> int:
             forest[k] = json.loads(v)
         except json.JSONDecodeError:
             forest[k] = v
+    if not args.timeout > 0:
+        raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
     db = load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config, final = engine_config(args.seed, forest), engine_config(args.seed, final=True)
-    if args.transport == "inprocess":
-        transport, final_transport = InProcess(config), InProcess(final)
-    else:
-        transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
-    log = TrialLog(out / "candidates.jsonl")
     progress = None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    kind = args.transport or ("kafka" if args.bootstrap_servers else "inprocess")
+    if kind == "inprocess":
+        transport, final_transport = InProcess(config), InProcess(final)
+    elif kind == "jsonl":
+        transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
+    else:
+        transport, final_transport = _kafka_transports(args, config, final, progress)
+    log = TrialLog(out / "candidates.jsonl")
     try:
-        loop = Loop(db, client=EngineClient(transport), final_client=EngineClient(final_transport),
+        loop = Loop(db, client=EngineClient(transport, args.timeout),
+                    final_client=EngineClient(final_transport, args.timeout),
                     budget=args.budget, seed=args.seed, rebase_after=args.rebase_after,
                     explore_rows=args.explore_rows, max_depth=args.max_depth, forest=forest, on_trial=log,
                     progress=progress)
         result = loop.run()
     except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
-        print(f"streamforest relational: {exc}", file=sys.stderr)
+        hint = ""
+        if kind == "kafka" and isinstance(exc, TimeoutError):
+            hint = (f" (is a `streamforest kafka run` worker consuming {args.input_topic}"
+                    f"{'' if not args.final_input_topic else ' and ' + args.final_input_topic}?)")
+        print(f"streamforest relational: {exc}{hint}", file=sys.stderr)
         return 1
     finally:
         log.close()

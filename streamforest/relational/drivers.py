@@ -7,7 +7,8 @@ and ``prediction`` records, over a pluggable transport.
 * :class:`JsonlProcess` -- ``streamforest run --input - --output -`` as a child process: JSON lines to its stdin,
   records back from its stdout (the embedded runtime, as any other client would drive it).
 
-A Kafka transport is the same two methods over the input and output topics.
+A Kafka transport is the same two methods over the input and output topics: ``KafkaTransport`` in
+``streamforest.connectors.kafka.transport`` (the connectors layer, above this one).
 """
 
 from __future__ import annotations
@@ -35,6 +36,27 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Release the engine (or the connection to it)."""
+
+
+def engine_options(config: dict[str, Any]) -> list[str]:
+    """The engine options (``streamforest run``, ``streamforest kafka run``) of an engine configuration given as
+    ``EngineConfig`` arguments (its ``forest``, ``publish`` and ``encoding``).
+
+    Examples
+    --------
+    >>> engine_options({"forest": {"random_state": 3, "split_features": None}, "encoding": "none"})
+    ['--seed', '3', '--forest-param', 'split_features=null', '--encoding', 'none']
+    """
+    forest = dict(config.get("forest", {}))
+    out = []
+    if "random_state" in forest:
+        out += ["--seed", str(forest.pop("random_state"))]
+    for k, v in forest.items():
+        out += ["--forest-param", f"{k}={orjson.dumps(v).decode()}"]
+    for k in ("publish", "encoding"):
+        if k in config:
+            out += [f"--{k}", str(config[k])]
+    return out
 
 
 class InProcess:
@@ -74,17 +96,9 @@ class JsonlProcess:
 
     def __init__(self, config: dict[str, Any] | None = None, log: str | Path | None = None,
                  command: Sequence[str] | None = None) -> None:
-        config = config or {}
         cmd = list(command or [sys.executable, "-u", "-m", "streamforest.cli", "run", "--input", "-",
                                "--output", "-"])
-        forest = dict(config.get("forest", {}))
-        if "random_state" in forest:
-            cmd += ["--seed", str(forest.pop("random_state"))]
-        for k, v in forest.items():
-            cmd += ["--forest-param", f"{k}={orjson.dumps(v).decode()}"]
-        for k in ("publish", "encoding"):
-            if k in config:
-                cmd += [f"--{k}", str(config[k])]
+        cmd += engine_options(config or {})
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env)
