@@ -7,6 +7,11 @@ pickle) cut into chunks under the broker's message size limit, keyed ``<stream h
 the input offset the whole snapshot covers; then tombstones for the chunks it supersedes, so that compaction keeps
 only the latest snapshot. Under exactly-once all of it is in the transaction that commits the input offsets.
 
+Every commit also writes a small ``position`` record: the input offset up to which outputs are published. It is in
+the same transaction as those outputs, so a committed reader sees it exactly when it sees them; a restart trusts it
+as much as the group's committed offset (the later of the two wins), and the replay never republishes what a
+reader has already seen, whatever the broker did with the group offsets around a crash or a restart.
+
 Restoring reads the latest manifest near the end of the partition (a backward search in growing windows) and then
 only the chunks it names: the cost follows the state's size, not the length of the history.
 """
@@ -32,6 +37,7 @@ log = logging.getLogger("streamforest.kafka")
 FORMAT = "streamforest.kafka.state"
 VERSION = 1
 MANIFEST_KEY = b"manifest"
+POSITION_KEY = b"position"
 READ_TIMEOUT_S = 60.0
 
 
@@ -91,6 +97,8 @@ class Changelog:
         self.tp = TopicPartition(topic, partition)
         #: The manifest last written or restored (``None``: no state yet).
         self.manifest: dict[str, Any] | None = None
+        #: The input offset up to which outputs are published, as last restored (``None``: never written).
+        self.published: int | None = None
 
     # ------------------------------------------------------------------ write
 
@@ -132,23 +140,34 @@ class Changelog:
         self.manifest = manifest
         return written
 
+    def write_position(self, producer: KafkaProducer, offset: int, input_topic: str) -> None:
+        """Record that outputs are published up to input ``offset`` (in the transaction that publishes them)."""
+        producer.send(self.topic, partition=self.partition, key=POSITION_KEY,
+                      value=json.dumps({"input": input_topic, "partition": self.partition,
+                                        "offset": offset}).encode())
+
     # ------------------------------------------------------------------ restore
 
     def restore(self, consumer: KafkaConsumer) -> dict[str, StreamState]:
         """Read the latest manifest and the chunks it names (``consumer``: a group-less read_committed reader).
-        Returns the streams; sets :attr:`manifest` (``None`` when the partition has no state yet)."""
+        Returns the streams; sets :attr:`manifest` (``None`` when the partition has no state yet) and
+        :attr:`published`."""
         consumer.assign([self.tp])
         begin = consumer.beginning_offsets([self.tp])[self.tp]
         end = consumer.end_offsets([self.tp])[self.tp]
-        manifest = None
+        manifest = published = None
         hi, window = end, 64
         while manifest is None and hi > begin:
             lo = max(begin, hi - window)
+            later = published is not None  # a later window already had the latest position
             for rec in self._read(consumer, lo, hi):
                 if rec.key == MANIFEST_KEY and rec.value is not None:
                     manifest = json.loads(rec.value)
+                elif rec.key == POSITION_KEY and rec.value is not None and not later:
+                    published = int(json.loads(rec.value)["offset"])
             hi, window = lo, window * 4
         self.manifest = manifest
+        self.published = published
         if manifest is None:
             return {}
         if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:

@@ -220,7 +220,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--session-timeout", type=float, default=10.0,
                    help="seconds without heartbeat before the group gives a dead worker's partitions away")
     p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
-                   help="stop cleanly after this long with nothing consumed")
+                   help="stop cleanly after this long with nothing consumed (joining or rebalancing not counted)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")

@@ -75,6 +75,13 @@ class PartitionTask:
             reader.close()
         manifest = self.changelog.manifest
         committed = consumer.committed(self.tp)
+        published = self.changelog.published
+        if published is not None and (committed is None or published > committed):
+            if committed is not None:
+                log.warning("partition %d: the changelog shows outputs published up to offset %d, the group's "
+                            "committed offset is %d: replaying without republishing up to %d", self.partition,
+                            published, committed, published)
+            committed = published
         begin = consumer.beginning_offsets([self.tp])[self.tp]
         end = consumer.end_offsets([self.tp])[self.tp]
         start = manifest["offset"] if manifest else begin
@@ -167,6 +174,7 @@ class PartitionTask:
                 self.in_transaction = True
             if state_due:
                 self._write_state()
+            self.changelog.write_position(self.producer, self.position, self.config.topics.input)
             self.producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
             self.producer.commit_transaction()
             self.in_transaction = False
@@ -174,7 +182,8 @@ class PartitionTask:
             self.producer.flush()
             if state_due:
                 self._write_state()
-                self.producer.flush()
+            self.changelog.write_position(self.producer, self.position, self.config.topics.input)
+            self.producer.flush()
             consumer.commit(offsets)
         self.committed_position = self.position
         self.metrics.commits.inc()

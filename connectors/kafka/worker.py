@@ -17,6 +17,7 @@ from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaProducer
 from kafka.errors import KafkaError
+from kafka.structs import MemberState
 
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.config import WorkerConfig
@@ -27,6 +28,7 @@ from streamforest.engine.core import EngineConfig
 log = logging.getLogger("streamforest.kafka")
 
 RETRY_SECONDS = 1.0
+POLL_SECONDS = 0.2
 
 
 class Worker:
@@ -54,6 +56,8 @@ class Worker:
         self.consumer: Any = None
         self.producer: KafkaProducer | None = None  # at-least-once: one idempotent producer for every partition
         self.messages = 0
+        #: Last time anything happened (records, a rebalance, a task started or restarted): ``--exit-when-idle``.
+        self.last_activity = time.monotonic()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -78,14 +82,20 @@ class Worker:
             self._shutdown()
 
     def _loop(self) -> None:
-        last_commit = last_record = time.monotonic()
+        last_commit = time.monotonic()
         since_commit = 0
         while not self.stopping.is_set():
             self._start_pending()
+            # Work in hand is committed when due, not after a full poll wait: a client waiting for its records
+            # (the relational loop) sees them one commit interval after the message, not later.
+            wait = POLL_SECONDS
+            if since_commit:
+                wait = min(wait, max(0.0, last_commit + self.config.commit_interval - time.monotonic()))
             try:
-                batch = self.consumer.poll(timeout_ms=200)
+                batch = self.consumer.poll(timeout_ms=int(wait * 1000))
             except KafkaError as exc:
                 log.warning("poll failed (%s): retrying", exc)
+                self.last_activity = time.monotonic()
                 time.sleep(RETRY_SECONDS)
                 continue
             for tp, msgs in batch.items():
@@ -93,7 +103,7 @@ class Worker:
                 if task is None:
                     continue  # revoked or restarting: its task seeks to where it resumes
                 self.metrics.records_in.labels(tp.topic).inc(len(msgs))
-                last_record = time.monotonic()
+                self.last_activity = time.monotonic()
                 for msg in msgs:
                     if self.tasks.get(tp.partition) is not task:
                         break  # a failed commit restarted the partition: it resumes from its committed state
@@ -117,9 +127,17 @@ class Worker:
                 last_commit, since_commit = time.monotonic(), 0
             self._update_lag()
             idle = self.config.exit_when_idle
-            if idle is not None and not self.pending and time.monotonic() - last_record >= idle:
+            if idle is not None and self._idle_seconds() >= idle:
                 log.info("nothing consumed for %.1f s: stopping", idle)
                 break
+
+    def _idle_seconds(self) -> float:
+        """How long the worker has had nothing to do. A worker that is joining or rebalancing, or whose
+        partitions wait to start, is not idle: it does not know yet what it has to consume."""
+        now = time.monotonic()
+        if self.pending or self.consumer.group_metadata().state != MemberState.STABLE:
+            self.last_activity = now
+        return now - self.last_activity
 
     def _shutdown(self) -> None:
         for task in list(self.tasks.values()):
@@ -136,6 +154,7 @@ class Worker:
 
     def assigned(self, partitions: list[int]) -> None:
         self.metrics.rebalances.inc()
+        self.last_activity = time.monotonic()
         for p in partitions:
             if p not in self.tasks:
                 self.pending[p] = 0.0
@@ -144,6 +163,7 @@ class Worker:
     def revoked(self, partitions: list[int], lost: bool = False) -> None:
         """Commit what is done and the state (so the next owner replays little), then let the partition go."""
         self.metrics.rebalances.inc()
+        self.last_activity = time.monotonic()
         for p in partitions:
             self.pending.pop(p, None)
             task = self.tasks.pop(p, None)
@@ -171,6 +191,7 @@ class Worker:
             del self.pending[p]
             self.tasks[p] = task
             self._resume([p])
+            self.last_activity = time.monotonic()
 
     def _restart(self, task: PartitionTask, why: str) -> None:
         """Abort the partition's open work and start it again from its committed state."""
