@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfig
 
@@ -53,6 +56,63 @@ def producer(config: WorkerConfig, transactional_id: str | None = None) -> Kafka
     if transactional_id is not None:
         settings.update(transactional_id=transactional_id, transaction_timeout_ms=60_000)
     return KafkaProducer(**settings)
+
+
+#: Longest wait for the broker in a flush, a commit or an abort before the partition is restarted.
+BROKER_WAIT_S = 60.0
+
+
+def bounded(call: Callable[[], Any], what: str, seconds: float = BROKER_WAIT_S) -> Any:
+    """``call()`` in a helper thread, given up after ``seconds`` (KafkaTimeoutError). kafka-python's
+    ``commit_transaction``/``abort_transaction`` wait without a deadline, forever if its I/O thread died."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=run, name=f"streamforest-{what}", daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        raise KafkaTimeoutError(f"{what}: no answer from the broker in {seconds:.0f} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+class TrackedProducer:
+    """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered`, so that a
+    transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
+    kafka-python can otherwise commit a transaction after one of its batches failed (e.g. a broker restart that
+    forgot the producer's sequence numbers)."""
+
+    def __init__(self, producer: KafkaProducer) -> None:
+        self.producer = producer
+        self.futures: list[Any] = []
+
+    def send(self, *args: Any, **kwargs: Any) -> Any:
+        future = self.producer.send(*args, **kwargs)
+        self.futures.append(future)
+        return future
+
+    def flush(self, timeout: float = BROKER_WAIT_S) -> None:
+        self.producer.flush(timeout=timeout)
+
+    def check_delivered(self) -> None:
+        """Flush, then raise a KafkaError if a record sent since the last check was not delivered."""
+        self.flush()
+        for future in self.futures:
+            if not future.is_done:
+                raise KafkaTimeoutError("a record was not acknowledged after the flush")
+            if future.failed():
+                raise KafkaError(f"a record was not delivered: {future.exception!r}")
+        self.futures.clear()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.producer, name)
 
 
 def admin(config: WorkerConfig) -> KafkaAdminClient:

@@ -48,7 +48,7 @@ class PartitionTask:
         self.engine_metrics = engine_metrics
         self.metrics = metrics
         self.changelog = Changelog(config.topics.state, partition, config.state_chunk_bytes)
-        self.producer = shared_producer
+        self.producer = clients.TrackedProducer(shared_producer) if shared_producer is not None else None
         self.owns_producer = shared_producer is None
         self.in_transaction = False
         #: Next input offset to consume (what a commit records); ``None`` before the task has started.
@@ -66,7 +66,8 @@ class PartitionTask:
         """Fence the previous owner, restore the state, seek to the offset it covers."""
         begun = time.perf_counter()
         if self.owns_producer:
-            self.producer = clients.producer(self.config, self.config.transactional_id(self.partition))
+            self.producer = clients.TrackedProducer(
+                clients.producer(self.config, self.config.transactional_id(self.partition)))
             self.producer.init_transactions()
         reader = clients.reader(self.config)
         try:
@@ -175,15 +176,17 @@ class PartitionTask:
             if state_due:
                 self._write_state()
             self.changelog.write_position(self.producer, self.position, self.config.topics.input)
-            self.producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
-            self.producer.commit_transaction()
+            self.producer.check_delivered()
+            group = consumer.group_metadata()
+            clients.bounded(lambda: self.producer.send_offsets_to_transaction(offsets, group), "send offsets")
+            clients.bounded(self.producer.commit_transaction, "commit")
             self.in_transaction = False
         else:
-            self.producer.flush()
+            self.producer.check_delivered()
             if state_due:
                 self._write_state()
             self.changelog.write_position(self.producer, self.position, self.config.topics.input)
-            self.producer.flush()
+            self.producer.check_delivered()
             consumer.commit(offsets)
         self.committed_position = self.position
         self.metrics.commits.inc()
@@ -204,7 +207,7 @@ class PartitionTask:
             return
         if self.in_transaction:
             try:
-                self.producer.abort_transaction()
+                clients.bounded(self.producer.abort_transaction, "abort", seconds=10.0)
                 self.metrics.transactions_aborted.inc()
             except Exception as exc:  # fenced or broker gone: the next owner's init_transactions aborts it
                 log.warning("partition %d: could not abort the open transaction: %s", self.partition, exc)

@@ -125,6 +125,7 @@ class Worker:
             if time.monotonic() - last_commit >= self.config.commit_interval:
                 self._commit_all()
                 last_commit, since_commit = time.monotonic(), 0
+            self._sync_pauses()
             self._update_lag()
             idle = self.config.exit_when_idle
             if idle is not None and self._idle_seconds() >= idle:
@@ -156,8 +157,13 @@ class Worker:
         self.metrics.rebalances.inc()
         self.last_activity = time.monotonic()
         for p in partitions:
-            if p not in self.tasks:
-                self.pending[p] = 0.0
+            task = self.tasks.pop(p, None)
+            if task is not None:
+                # Assigned again without a revocation we saw (the member fell out of the group): the consumer's
+                # position is no longer the task's, so the task starts again from its committed state.
+                log.warning("partition %d: assigned again while running: restoring from the changelog", p)
+                task.close(abort=True)
+            self.pending[p] = 0.0
         self._pause(partitions)
 
     def revoked(self, partitions: list[int], lost: bool = False) -> None:
@@ -231,6 +237,19 @@ class Worker:
         tps = [tp for tp in self._tps(partitions) if tp in self.consumer.assignment()]
         if tps:
             self.consumer.resume(*tps)
+
+    def _sync_pauses(self) -> None:
+        """Fetch exactly the partitions whose task runs: a pause or resume asked while the partition was briefly
+        out of the assignment (a rejoin) is otherwise lost, and a partition stays paused for good."""
+        assignment = self.consumer.assignment()
+        paused = self.consumer.paused()
+        running = {tp for tp in assignment if tp.partition in self.tasks}
+        stale = [tp for tp in paused if tp in running]
+        idle = [tp for tp in assignment if tp not in running and tp not in paused]
+        if stale:
+            self.consumer.resume(*stale)
+        if idle:
+            self.consumer.pause(*idle)
 
     def _update_lag(self) -> None:
         for p, task in self.tasks.items():
