@@ -51,17 +51,27 @@ def featuretools_peer(db, ft_python: str, n_features: int, timeout: float, memor
         def cap() -> None:
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
         try:
             res = subprocess.run([ft_python, str(FT_SCRIPT), str(path), str(n_features)], capture_output=True,
                                  text=True, timeout=timeout, preexec_fn=cap)
         except subprocess.TimeoutExpired:
-            return {"error": f"did not finish within {timeout:.0f} s", "seconds": time.perf_counter() - start}
+            # subprocess.run kills and reaps the child: its CPU time is in RUSAGE_CHILDREN
+            cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
+            return {"error": f"did not finish within {timeout:.0f} s ({cpu:.0f} CPU s)",
+                    "seconds": time.perf_counter() - start, "cpu_seconds": cpu}
+    cpu = cpu_seconds(resource.RUSAGE_CHILDREN) - cpu0
     if res.returncode != 0:
         return {"error": f"failed (exit {res.returncode}; address space capped at {memory_gib:g} GiB): "
                          f"{res.stderr.strip().splitlines()[-1] if res.stderr.strip() else ''}",
-                "seconds": time.perf_counter() - start}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+                "seconds": time.perf_counter() - start, "cpu_seconds": cpu}
+    return {**json.loads(res.stdout.strip().splitlines()[-1]), "cpu_seconds": cpu}
+
+
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User + system CPU seconds (the machine is shared: wall time alone depends on the others' load)."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     child_rows = db.tables["order"].n_rows + db.tables["item"].n_rows
     t_data = time.perf_counter() - t0
     print(f"data: {args.targets:,} targets, {child_rows:,} child rows ({t_data:.1f} s)", file=sys.stderr)
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), cpu_seconds()
     loop = Loop(db, budget=args.budget, seed=args.seed, explore_rows=args.explore_rows,
                 policy_options={"pool": args.pool}, final_forest={"trees_per_generation": args.final_trees},
                 progress=lambda s: print(f"{time.perf_counter() - start:7.1f}s {s}", file=sys.stderr, flush=True))
@@ -93,24 +103,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         loop.client.close()
         loop.final_client.close()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu0
     found = [c.definition for c in result.accepted if PLANTED in c.definition]
     summary = {"targets": args.targets, "child_rows": child_rows, "budget": args.budget,
                "candidates": len(result.trials), "accepted": len(result.accepted), "seconds": seconds,
+               "cpu_seconds": cpu,
                "candidates_per_second": len(result.trials) / seconds, "peak_rss_gib": peak_rss_gib(),
                "planted_found": found, "final_oob_auc": result.final_oob}
     print(f"\nscale: {args.targets:,} targets, {child_rows:,} child rows, budget {args.budget}: "
-          f"{seconds:.0f} s (target <= 600), peak RSS {summary['peak_rss_gib']:.2f} GiB (target <= 6), "
+          f"{seconds:.0f} s (target <= 600; {cpu:.0f} CPU s), peak RSS {summary['peak_rss_gib']:.2f} GiB "
+          "(target <= 6), "
           f"{summary['candidates_per_second']:.2f} candidates/s, final out-of-bag AUC {result.final_oob}")
     print(f"planted signal found: {found or 'NO'}")
     peer = featuretools_peer(db, args.ft_python, args.budget, args.ft_timeout, args.ft_memory_gib)
     summary["featuretools"] = peer
     if "error" in peer:
-        print(f"featuretools DFS ({args.budget} features, same tables): {peer['error']}")
+        print(f"featuretools DFS ({args.budget} features, same tables): {peer['error']}; ratio loop/featuretools "
+              f"below {seconds / peer['seconds']:.2f} (seconds), {cpu / max(peer['cpu_seconds'], 1e-9):.2f} (CPU s)"
+              if "seconds" in peer else f"featuretools DFS: {peer['error']}")
     else:
         print(f"featuretools DFS: {peer['features']} features in {peer['seconds']:.0f} s, peak RSS "
               f"{peer['peak_rss_gib']:.2f} GiB ({peer['features'] / peer['seconds']:.2f} features/s); ratios "
-              f"loop/featuretools: seconds {seconds / peer['seconds']:.2f}, peak RSS "
+              f"loop/featuretools: seconds {seconds / peer['seconds']:.2f}, CPU seconds "
+              f"{cpu / peer['cpu_seconds']:.2f}, peak RSS "
               f"{summary['peak_rss_gib'] / peer['peak_rss_gib']:.2f}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
