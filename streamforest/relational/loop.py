@@ -35,9 +35,12 @@ from streamforest.relational.tables import Database
 #: Algorithm 1's weights from the first feature on (the narrow-stream mode of ``split_features="auto"`` weighs the
 #: first generations of a stream of 1-3 features on another scale, and the planted signal was then missed).
 EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None}
-#: The forest of the final stream, which scores the unlabelled rows with the accepted features only: every feature
-#: already earned its place, so they are sampled alike with equal weights, and more trees per feature.
-FINAL_FOREST = {"trees_per_generation": 100, "policy": "baseline"}
+#: The forest of the final stream, which scores the unlabelled rows with the accepted features only, most relevant
+#: first, 100 trees per feature. Leaves of one sample, as Breiman's forests grow them, and the paper's challenger
+#: weights (the generations grown once every feature is there outweigh the first ones, which saw one or two). On
+#: Mutagenesis (10 folds, three runs' accepted features) the test AUC of the loop's own predictions was 0.958 with
+#: equal weights and 3 samples per leaf, 0.961 with leaves of one, 0.965 with challenger weights too.
+FINAL_FOREST = {"trees_per_generation": 100, "min_samples_leaf": 1}
 
 
 def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
@@ -79,7 +82,8 @@ class Loop:
     seed
         Seed of the policy and of the engine's forests.
     rebase_after
-        Rejections after which the exploration stream restarts with the accepted features only.
+        Rejections after which the exploration stream restarts with the accepted features only (or as many
+        rejections as there are accepted features, when more: a rebase re-sends them all).
     explore_rows
         Most labelled rows the exploration looks at: beyond it, a stratified sample of this many (seeded) is where
         candidates are computed and fed back; the accepted ones are then computed on every row for the final
@@ -164,7 +168,9 @@ class Loop:
                 mark = "+" if d.accepted else ("s" if c.shadow else "-")
                 self.progress(f"[{len(trials):>4}/{self.budget}] {mark} gain {_fmt(d.gain)} oob {_fmt(oob)} "
                               f"best {_fmt(best)} accepted {len(accepted)}  {c.definition[:90]}")
-            if rejected >= self.rebase_after and len(trials) < self.budget:
+            # a rebase re-sends every accepted feature: waiting for as many rejections as there are accepted
+            # features bounds what rebases cost to one generation per rejection
+            if rejected >= max(self.rebase_after, len(accepted)) and len(trials) < self.budget:
                 self.client.drop(stream)
                 k, rejected = k + 1, 0
                 stream = f"explore-{k}"

@@ -93,3 +93,34 @@ def test_stratified_sample():
     s = _sample(labels, labels != "", 100, seed=0)
     assert s.size == 100 and (labels[s] == "1").sum() == 30 and np.all(np.diff(s) > 0)
     assert _sample(labels, labels != "", 5000, 0) is None
+
+
+def test_relevance_ranks_ties_as_scipy_does():
+    from scipy.stats import rankdata
+
+    from streamforest.relational.policy import _average_ranks
+
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        v = rng.integers(0, 5, 40).astype(float)
+        v[rng.random(40) < 0.2] = -np.inf
+        np.testing.assert_array_equal(_average_ranks(v), rankdata(v))
+    y = rng.integers(0, 2, 400)
+    x = y + rng.normal(size=400)
+    assert 0.3 < relevance(x, y) <= 1.0 and relevance(rng.permutation(x), y) < relevance(x, y)
+
+
+def test_screen_prefers_families_related_to_the_label():
+    db = make_relational(n_targets=400, seed=3)
+
+    def first_relevances(screen: int) -> float:
+        p = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, shadow_every=0, screen=screen)
+        got = []
+        while len(got) < 15:
+            c = p.propose()
+            p.observe(c, feedback(0.0))
+            if "kind=attribute" not in c.facets:
+                got.append(c.relevance)
+        return float(np.mean(got))
+
+    assert first_relevances(8) > first_relevances(1)
