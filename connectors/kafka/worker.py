@@ -128,7 +128,7 @@ class Worker:
             self._sync_pauses()
             self._update_lag()
             idle = self.config.exit_when_idle
-            if idle is not None and self._idle_seconds() >= idle:
+            if idle is not None and self._idle_seconds() >= idle and not self._behind():
                 log.info("nothing consumed for %.1f s: stopping", idle)
                 break
 
@@ -237,6 +237,29 @@ class Worker:
         tps = [tp for tp in self._tps(partitions) if tp in self.consumer.assignment()]
         if tps:
             self.consumer.resume(*tps)
+
+    def _behind(self) -> bool:
+        """Whether a running partition still has input to read although nothing came for a while. kafka-python's
+        fetcher can stall on a partition after a broker restart: seeking to the task's position again restarts it."""
+        tasks = [t for t in self.tasks.values() if t.position is not None]
+        if not tasks:
+            return False
+        try:
+            ends = self.consumer.end_offsets([t.tp for t in tasks])
+        except KafkaError as exc:
+            log.warning("end offsets unavailable (%s): not idle yet", exc)
+            self.last_activity = time.monotonic()
+            return True
+        # The consumer's own position counts too: it is past transaction markers that carry no message.
+        behind = [t for t in tasks if ends.get(t.tp, 0) > max(t.position, self.consumer.position(t.tp) or 0)]
+        for t in behind:
+            log.warning("partition %d: %d messages to read but nothing fetched: fetching again from offset %d",
+                        t.partition, ends[t.tp] - t.position, t.position)
+            self.consumer.seek(t.tp, t.position)
+        if behind:
+            self._sync_pauses()
+            self.last_activity = time.monotonic()
+        return bool(behind)
 
     def _sync_pauses(self) -> None:
         """Fetch exactly the partitions whose task runs: a pause or resume asked while the partition was briefly

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import orjson
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka_harness import (
     ROOT,
     WorkerProcess,
@@ -194,18 +195,37 @@ def test_missing_topics_refused_without_create_topics(broker):
     assert "do not exist" in proc.stderr and "absent.state" in proc.stderr and "--create-topics" in proc.stderr
 
 
+def _wait_committed(bootstrap: str, prefix: str, worker: WorkerProcess, timeout: float = 180) -> None:
+    """Until the group has committed every input message produced so far."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
+    tps = [TopicPartition(f"{prefix}.input", p) for p in range(4)]
+    ends = c.end_offsets(tps)
+    deadline = time.monotonic() + timeout
+    try:
+        while any((c.committed(tp) or 0) < ends[tp] for tp in tps):
+            assert worker.proc.poll() is None, worker.log()
+            assert time.monotonic() < deadline, "the worker did not commit the input in time:\n" + worker.log()
+            time.sleep(0.2)
+    finally:
+        c.close()
+
+
 def test_broker_restart_mid_run(broker, reference):
-    """Last in the module: the broker is stopped and started again on the same data while a worker runs."""
+    """Last in the module: the broker is stopped and started again while a worker runs (between transactions:
+    noida-db forgets open transactions and producer sequences across a restart, which no client can repair);
+    the worker reconnects, rejoins, and the second half of the input gives the uninterrupted run's records."""
     lines, (want, _), want_streams = reference
     prefix = "restart"
-    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    half = len(lines) // 2
+    topic = create_topics(broker.bootstrap, prefix)
+    produce(broker.bootstrap, topic, lines[:half])
     w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
                       "--state-interval", "0.2", "--instance-id", "w1")
-    w.wait_for("restored")
-    time.sleep(1.5)
+    _wait_committed(broker.bootstrap, prefix, w)
     broker.stop()
     time.sleep(2)
     broker.start()
+    produce(broker.bootstrap, topic, lines[half:])
     assert w.wait() == 0, w.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
