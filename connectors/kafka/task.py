@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -150,11 +151,16 @@ class PartitionTask:
                 for st in dropped for t in topics for sid in st.ids]
 
     def _send(self, records: list[KafkaRecord]) -> int:
+        send = self.producer.send
+        per_topic: Counter[str] = Counter()
         for topic, key, value, headers in records:
-            self.producer.send(topic, key=key, value=value, headers=headers)
-            self.metrics.records_out.labels(topic).inc()
-            if topic == self.config.topics.errors:
-                self.metrics.dead_letters.inc()
+            send(topic, key=key, value=value, headers=headers)
+            per_topic[topic] += 1
+        # Metrics once per topic and batch: a labelled counter costs about 3 µs per call, per record it adds up.
+        for topic, n in per_topic.items():
+            self.metrics.records_out.labels(topic).inc(n)
+        if per_topic[self.config.topics.errors]:
+            self.metrics.dead_letters.inc(per_topic[self.config.topics.errors])
         return len(records)
 
     # ------------------------------------------------------------------ checkpoint
