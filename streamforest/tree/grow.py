@@ -110,12 +110,11 @@ def _weight(stats: np.ndarray, is_reg: bool) -> float:
 
 
 @njit(inline="always")
-def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc) -> int:
-    """Statistics of the bins of feature ``f`` present in a node, in bin order (``cb``, ``hc``), the missing ones
-    in ``miss``; returns how many bins are present.
+def _fill_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h):
+    """Add the statistics of feature ``f``'s bins in a node to ``h``, the missing values' to ``miss``.
 
-    A bitmap of the bins touched lists them in order afterwards, so neither clearing nor scanning costs the (up
-    to 255) bins a small node never sees.
+    A bitmap of the bins touched (``seen``) lists them in order afterwards, so neither clearing nor scanning costs the
+    (up to 255) bins a small node never sees.
     """
     for k in range(miss.shape[0]):
         miss[k] = 0.0
@@ -134,6 +133,12 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
             h[b, 1] += iwy[ii]
         else:
             h[b, ic[ii]] += iw[ii]
+
+
+@njit(inline="always")
+def _take_present(seen, h, cb, hc) -> int:
+    """Move the touched bins of ``h`` to ``cb`` (their ids) and ``hc`` (their statistics) in bin order, clearing
+    ``h`` and ``seen``; returns how many bins are present."""
     n_present = 0
     for word in range(4):
         bits = seen[word]
@@ -141,12 +146,66 @@ def _node_histogram(Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, 
             low = bits & (~bits + np.uint64(1))
             b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
             cb[n_present] = b
-            hc[n_present, :] = h[b]
-            h[b, :] = 0.0
+            for k in range(h.shape[1]):
+                hc[n_present, k] = h[b, k]
+                h[b, k] = 0.0
             n_present += 1
             bits ^= low
         seen[word] = np.uint64(0)
     return n_present
+
+
+@njit(inline="always")
+def _two_stats_trial(l0, l1, p0, p1, parent_score, is_reg, min_samples_leaf, j, thr, best):
+    """``best`` updated with the numeric split sending statistics ``(l0, l1)`` of the node's ``(p0, p1)`` left at
+    threshold bin ``thr`` (two statistics, nothing missing: binary classification or regression). The scores are
+    the ones :func:`_scan_general` computes, in scalars: this is the hot spot.
+
+    ``best`` and the result are ``(gain, feature slot, threshold bin, missing left, nominal)``."""
+    r0 = p0 - l0
+    r1 = p1 - l1
+    if is_reg:
+        wl = l0
+        wr = r0
+    else:
+        wl = l0 + l1
+        wr = r0 + r1
+    if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+        return best
+    if is_reg:
+        score = l1 * l1 / wl + r1 * r1 / wr
+    else:
+        score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
+    gain = score - parent_score
+    if gain > best[0]:
+        return gain, j, thr, wl >= wr, False
+    return best
+
+
+@njit(inline="always")
+def _scan_two_stats_touched(j, seen, h, parent, parent_score, is_reg, min_samples_leaf, best):
+    """The best threshold of a numeric feature with two statistics and nothing missing, read straight from the
+    touched bins of ``h`` in bin order (and cleared with ``seen`` as they are read): no copy to a compact list."""
+    l0 = 0.0
+    l1 = 0.0
+    prev = -1
+    for word in range(4):
+        bits = seen[word]
+        while bits != np.uint64(0):
+            low = bits & (~bits + np.uint64(1))
+            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            bits ^= low
+            # The split after the previous bin; none after the last one.
+            if prev >= 0:
+                best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
+                                        best)
+            l0 += h[b, 0]
+            l1 += h[b, 1]
+            h[b, 0] = 0.0
+            h[b, 1] = 0.0
+            prev = b
+        seen[word] = np.uint64(0)
+    return best
 
 
 class GrowData(NamedTuple):
@@ -276,52 +335,20 @@ def _stored_histogram(Hj, is_reg, n_stats, miss, cb, hc) -> int:
     """The present bins of a stored histogram, in order (``cb``, ``hc``), the missing ones in ``miss``."""
     n_present = 0
     for b in range(MISSING_BIN):
-        if _weight(Hj[b], is_reg) > 0:
+        if is_reg:
+            w = Hj[b, 0]
+        else:
+            w = 0.0
+            for k in range(n_stats):
+                w += Hj[b, k]
+        if w > 0:
             cb[n_present] = b
-            hc[n_present, :] = Hj[b]
+            for k in range(n_stats):
+                hc[n_present, k] = Hj[b, k]
             n_present += 1
     for k in range(n_stats):
         miss[k] = Hj[MISSING_BIN, k]
     return n_present
-
-
-@njit(inline="always")
-def _scan_two_stats(j, hc, cb, n_present, parent, parent_score, is_reg, min_samples_leaf, best):
-    """The best threshold of a numeric feature with two statistics and nothing missing: the common case (binary
-    classification or regression), in scalars. :func:`_scan_general` computes exactly the same scores, but its
-    per-bin loops over statistics and missing-value sides make it several times slower, and this is the hot spot.
-
-    ``best`` and the result are ``(gain, feature slot, threshold bin, missing left, nominal)``."""
-    best_gain, best_j, best_thr, best_missleft, best_nominal = best
-    l0 = 0.0
-    l1 = 0.0
-    p0 = parent[0]
-    p1 = parent[1]
-    for q in range(n_present - 1):
-        l0 += hc[q, 0]
-        l1 += hc[q, 1]
-        r0 = p0 - l0
-        r1 = p1 - l1
-        if is_reg:
-            wl = l0
-            wr = r0
-            if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                continue
-            score = l1 * l1 / wl + r1 * r1 / wr
-        else:
-            wl = l0 + l1
-            wr = r0 + r1
-            if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
-                continue
-            score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
-        gain = score - parent_score
-        if gain > best_gain:
-            best_gain = gain
-            best_j = j
-            best_nominal = False
-            best_missleft = wl >= wr
-            best_thr = cb[q]
-    return best_gain, best_j, best_thr, best_missleft, best_nominal
 
 
 @njit(inline="always")
@@ -430,6 +457,26 @@ def _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_
 
 
 @njit(inline="always")
+def _scan_two_stats_stored(j, Hj, parent, parent_score, is_reg, min_samples_leaf, best):
+    """:func:`_scan_two_stats_touched` on a stored histogram (its bins with weight are the present ones)."""
+    l0 = 0.0
+    l1 = 0.0
+    prev = -1
+    for b in range(MISSING_BIN):
+        h0 = Hj[b, 0]
+        h1 = Hj[b, 1]
+        if (h0 if is_reg else h0 + h1) <= 0:
+            continue
+        if prev >= 0:
+            best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
+                                    best)
+        l0 += h0
+        l1 += h1
+        prev = b
+    return best
+
+
+@njit(inline="always")
 def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings, stored, hist, scan,
                 best_cats):
     """The best split of a node among its candidate features: ``(gain, feature slot, threshold bin, missing left,
@@ -444,18 +491,25 @@ def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent,
     for cj in range(n_cand):
         j = cand[cj]
         f = feats[j]
+        nominal = data.is_nominal[f]
+        # The common case (numeric, two statistics, nothing missing) is scanned straight from the histogram; the
+        # general scan works on a compact copy of the present bins.
+        two_stats = not nominal and n_stats == 2
         if stored.shape[0] > 0:
+            if two_stats and _weight(stored[j, MISSING_BIN], is_reg) == 0:
+                best = _scan_two_stats_stored(j, stored[j], parent, parent_score, is_reg, settings.min_samples_leaf,
+                                              best)
+                continue
             n_present = _stored_histogram(stored[j], is_reg, n_stats, miss, cb, hc)
         else:
-            n_present = _node_histogram(data.Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h, cb, hc)
-        nominal = data.is_nominal[f]
-        if not nominal and n_stats == 2 and _weight(miss, is_reg) == 0:
-            best = _scan_two_stats(j, hc, cb, n_present, parent, parent_score, is_reg, settings.min_samples_leaf,
-                                   best)
-        else:
-            best = _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, data.n_classes,
-                                 n_stats, settings.min_samples_leaf, settings.min_category_weight, scan, best,
-                                 best_cats)
+            _fill_histogram(data.Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h)
+            if two_stats and _weight(miss, is_reg) == 0:
+                best = _scan_two_stats_touched(j, seen, h, parent, parent_score, is_reg, settings.min_samples_leaf,
+                                               best)
+                continue
+            n_present = _take_present(seen, h, cb, hc)
+        best = _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, data.n_classes,
+                             n_stats, settings.min_samples_leaf, settings.min_category_weight, scan, best, best_cats)
     return best
 
 
