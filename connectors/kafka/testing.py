@@ -9,9 +9,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
 
 def _free_port() -> int:
@@ -81,3 +82,22 @@ class LocalBroker:
             except ProcessLookupError:
                 pass
         self.proc = None
+
+
+def wait_committed(bootstrap: str, group: str, topic: str, timeout: float | None = None,
+                   check: Callable[[], None] | None = None) -> None:
+    """Return once ``group`` has committed every offset of ``topic`` that exists now (polled every 0.1 s);
+    ``check()`` runs between polls (e.g. to fail when the worker died); TimeoutError after ``timeout`` seconds."""
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        tps = [TopicPartition(topic, p) for p in sorted(c.partitions_for_topic(topic))]
+        end = c.end_offsets(tps)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while any((c.committed(tp) or 0) < end[tp] for tp in tps):
+            if check is not None:
+                check()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"group {group} did not commit {topic} to its end in {timeout:.0f} s")
+            time.sleep(0.1)
+    finally:
+        c.close()

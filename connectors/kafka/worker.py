@@ -257,7 +257,6 @@ class Worker:
                         t.partition, ends[t.tp] - t.position, t.position)
             self.consumer.seek(t.tp, t.position)
         if behind:
-            self._sync_pauses()
             self.last_activity = time.monotonic()
         return bool(behind)
 

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetAndMetadata
 from kafka.admin import NewTopic
 
 from scenarios.benchmarks.common import environment
 from streamforest.connectors.kafka import Topics, Worker, WorkerConfig
 from streamforest.connectors.kafka.cli import message_key
-from streamforest.connectors.kafka.testing import LocalBroker
+from streamforest.connectors.kafka.testing import LocalBroker, wait_committed
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import OUTPUT_FILES, run
@@ -57,16 +57,6 @@ def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
         p.send(topic, key=message_key(line), value=line)
     p.flush()
     p.close()
-
-
-def wait_committed(bootstrap: str, group: str, topic: str) -> None:
-    """Return once the group has committed every input offset (checked every 0.1 s by one client)."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
-    tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
-    end = c.end_offsets(tps)
-    while not all((c.committed(tp) or 0) >= end[tp] for tp in tps):
-        time.sleep(0.1)
-    c.close()
 
 
 def throughput_messages(quick: bool) -> list[bytes]:

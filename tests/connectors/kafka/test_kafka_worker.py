@@ -10,7 +10,6 @@ import time
 import numpy as np
 import orjson
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 from kafka_harness import (
     ROOT,
     WorkerProcess,
@@ -24,6 +23,7 @@ from kafka_harness import (
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
+from streamforest.connectors.kafka.testing import wait_committed
 from streamforest.engine.checkpoint import stream_arrays
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
@@ -195,21 +195,6 @@ def test_missing_topics_refused_without_create_topics(broker):
     assert "do not exist" in proc.stderr and "absent.state" in proc.stderr and "--create-topics" in proc.stderr
 
 
-def _wait_committed(bootstrap: str, prefix: str, worker: WorkerProcess, timeout: float = 180) -> None:
-    """Until the group has committed every input message produced so far."""
-    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False)
-    tps = [TopicPartition(f"{prefix}.input", p) for p in range(4)]
-    ends = c.end_offsets(tps)
-    deadline = time.monotonic() + timeout
-    try:
-        while any((c.committed(tp) or 0) < ends[tp] for tp in tps):
-            assert worker.proc.poll() is None, worker.log()
-            assert time.monotonic() < deadline, "the worker did not commit the input in time:\n" + worker.log()
-            time.sleep(0.2)
-    finally:
-        c.close()
-
-
 def test_broker_restart_mid_run(broker, reference):
     """Last in the module: the broker is stopped and started again while a worker runs (between transactions:
     noida-db forgets open transactions and producer sequences across a restart, which no client can repair);
@@ -221,7 +206,10 @@ def test_broker_restart_mid_run(broker, reference):
     produce(broker.bootstrap, topic, lines[:half])
     w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
                       "--state-interval", "0.2", "--instance-id", "w1")
-    _wait_committed(broker.bootstrap, prefix, w)
+    def alive() -> None:
+        assert w.proc.poll() is None, w.log()
+
+    wait_committed(broker.bootstrap, prefix, topic, timeout=180, check=alive)
     broker.stop()
     time.sleep(2)
     broker.start()
