@@ -14,6 +14,7 @@ from kafka_harness import (
     ROOT,
     WorkerProcess,
     create_topics,
+    join_group,
     outputs_by_stream,
     produce,
     read_topic,
@@ -171,12 +172,11 @@ def test_two_workers_one_killed(broker, reference):
     args = ("--commit-interval", "0.3", "--state-interval", "0.2", "--exit-when-idle", "8")
     first = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
     first.wait_for("restored")
-    second = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w2", *args)
-    second.wait_for("restored")
+    second = join_group(broker.bootstrap, prefix, "--instance-id", "w2", *args)
     first.wait_for("revoked: state handed over")
     time.sleep(1.0)
     first.kill()
-    again = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
+    again = join_group(broker.bootstrap, prefix, "--instance-id", "w1", *args)
     assert second.wait() == 0, second.log()
     assert again.wait() == 0, again.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
