@@ -132,7 +132,10 @@ class WorkerProcess:
         self.proc.wait()
 
     def wait(self, timeout: float = 300.0) -> int:
-        rc = self.proc.wait(timeout)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"worker still running after {timeout:.0f} s:\n" + self.log()) from None
         self._reader.join(5)
         return rc
 
