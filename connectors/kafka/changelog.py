@@ -187,14 +187,18 @@ class Changelog:
 
     def _collect(self, consumer: KafkaConsumer, offsets: list[int], attempts: int = 5) -> dict[int, bytes]:
         """The values at ``offsets``; a read cut short (a fetch issued before a seek can move the position past
-        the range) is retried for what is still missing."""
+        the range) is retried for what is still missing, from the partition's beginning: noida-db 0.2.3 reports an
+        aborted transaction to a fetch that starts after the transaction's abort marker, and the reader then drops
+        every later record of that producer (the same transactional id writes the next snapshot) until it reads
+        the marker itself."""
         got: dict[int, bytes] = {}
-        for _ in range(attempts):
+        for attempt in range(attempts):
             missing = sorted(set(offsets) - set(got))
             if not missing:
                 break
             wanted = set(missing)
-            for rec in self._read(consumer, missing[0], missing[-1] + 1):
+            lo = missing[0] if attempt == 0 else consumer.beginning_offsets([self.tp])[self.tp]
+            for rec in self._read(consumer, lo, missing[-1] + 1):
                 if rec.offset in wanted:
                     got[rec.offset] = rec.value
         return got

@@ -52,7 +52,8 @@ class PartitionTask:
         self.producer = clients.TrackedProducer(shared_producer) if shared_producer is not None else None
         self.owns_producer = shared_producer is None
         self.in_transaction = False
-        #: Next input offset to consume (what a commit records); ``None`` before the task has started.
+        #: Next input offset to consume (what a commit records, or ``replay_until`` while replaying); ``None`` before
+        #: the task has started.
         self.position: int | None = None
         self.committed_position: int | None = None
         #: Messages before this offset are replayed into the state without republishing.
@@ -172,16 +173,19 @@ class PartitionTask:
             return False
         state_due = bool(self.engine.dirty) and (
             force_state or self.work_since_state >= self.config.state_interval)
-        if self.position == self.committed_position and not state_due and not self.in_transaction:
+        # While replaying, the outputs up to replay_until are published already: that is what is committed. A
+        # commit of the replay's own position would move the offsets back, and a crash would republish them.
+        upto = max(self.position, self.replay_until)
+        if upto == self.committed_position and not state_due and not self.in_transaction:
             return False
-        offsets = {self.tp: OffsetAndMetadata(self.position, "", -1)}
+        offsets = {self.tp: OffsetAndMetadata(upto, "", -1)}
         if self.config.exactly_once:
             if not self.in_transaction:
                 self.producer.begin_transaction()
                 self.in_transaction = True
             if state_due:
                 self._write_state()
-            self.changelog.write_position(self.producer, self.position, self.config.topics.input)
+            self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
             group = consumer.group_metadata()
             clients.bounded(lambda: self.producer.send_offsets_to_transaction(offsets, group), "send offsets")
@@ -191,10 +195,10 @@ class PartitionTask:
             self.producer.check_delivered()
             if state_due:
                 self._write_state()
-            self.changelog.write_position(self.producer, self.position, self.config.topics.input)
+            self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
             consumer.commit(offsets)
-        self.committed_position = self.position
+        self.committed_position = upto
         self.metrics.commits.inc()
         return True
 

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import orjson
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka_harness import (
     ROOT,
     WorkerProcess,
@@ -160,6 +161,45 @@ def test_sigkill_and_restart(broker, reference, guarantee):
             assert set(want[key]) <= set(got[key]), key  # nothing missing
     if guarantee == "exactly-once":
         assert len(got_errors) == len(want_errors)
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return {p: c.committed(TopicPartition(topic, p)) for p in range(4)}
+    finally:
+        c.close()
+
+
+def test_commits_during_a_replay_never_move_offsets_back(broker, reference):
+    """All input committed, no state snapshot (the state interval is never reached): a restart replays everything
+    without republishing. Commits due during that replay keep the committed offsets (they do not record the replay's
+    position), so a crash mid-replay republishes nothing."""
+    lines, (want, _), want_streams = reference
+    prefix = "replay"
+    topic = create_topics(broker.bootstrap, prefix)
+    produce(broker.bootstrap, topic, lines)
+    args = ("--state-interval", "3600", "--instance-id", "w1")
+    w = WorkerProcess(broker.bootstrap, prefix, "--commit-interval", "0.3", *args)
+    def alive() -> None:
+        assert w.proc.poll() is None, w.log()
+
+    wait_committed(broker.bootstrap, prefix, topic, timeout=180, check=alive)
+    w.kill()
+    before = _committed(broker.bootstrap, prefix, topic)
+    w = WorkerProcess(broker.bootstrap, prefix, "--commit-interval", "0.01", *args)
+    # Killed when the first partition has caught up: the others are still replaying, with commits every 10 ms.
+    w.wait_for("replay caught up")
+    w.kill()
+    replaying = [line for line in w.lines if re.search(r"replaying [1-9]\d* messages", line)]
+    caught_up = [line for line in w.lines if "replay caught up" in line]
+    assert len(caught_up) < len(replaying), "killed after the replay: nothing tested\n" + w.log()
+    assert _committed(broker.bootstrap, prefix, topic) == before, w.log()
+    _run_to_end(broker.bootstrap, prefix, "--commit-interval", "0.3", *args)
+    got, _ = outputs_by_stream(broker.bootstrap, prefix)
+    for key in want:
+        assert got[key] == want[key], key  # each record once
     _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
 
 
