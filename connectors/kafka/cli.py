@@ -208,7 +208,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--commit-every", type=int, default=1000, help="messages between commits (whichever first)")
     p.add_argument("--state-interval", type=float, default=3.0,
                    help="snapshot the changed streams' state after this many seconds of engine work on a partition "
-                        "(bounds the replay after a crash; always on revoke and shutdown)")
+                        "(bounds the replay after a crash; also once a partition has read all its input and stayed "
+                        "quiet for a commit interval, and always on revoke and shutdown)")
     p.add_argument("--state-chunk-bytes", type=int, default=512 * 1024,
                    help="state snapshots are cut in records of at most this size (under the broker's limit)")
     p.add_argument("--create-topics", action="store_true",

@@ -72,8 +72,9 @@ class WorkerConfig:
         A checkpoint every ``commit_interval`` seconds or ``commit_every`` messages, whichever comes first.
     state_interval
         The changed streams' state is written to the changelog once the engine has worked this many seconds on
-        the partition since the last snapshot (and always on revoke and shutdown): a restarted partition replays
-        the input from the snapshot (republishing nothing already committed), so this bounds the replay.
+        the partition since the last snapshot, when the partition has read all its input and stayed quiet for a
+        commit interval, and always on revoke and shutdown: a restarted partition replays the input from the
+        snapshot (republishing nothing already committed), so this bounds the replay.
     create_topics
         Create missing topics (input partitions for outputs and changelog; compaction where it belongs).
     exit_when_idle

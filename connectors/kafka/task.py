@@ -171,11 +171,17 @@ class PartitionTask:
         partition's transaction. Returns whether anything was committed."""
         if self.position is None:
             return False
-        state_due = bool(self.engine.dirty) and (
-            force_state or self.work_since_state >= self.config.state_interval)
         # While replaying, the outputs up to replay_until are published already: that is what is committed. A
         # commit of the replay's own position would move the offsets back, and a crash would republish them.
         upto = max(self.position, self.replay_until)
+        # A partition that consumed nothing for a whole commit interval and has read all its input snapshots its
+        # changed state: the worker has nothing else to do, and a crash while quiet then replays nothing. (Also
+        # when only the covered offset is behind: messages that changed nothing, such as dead letters.)
+        covered = self.changelog.manifest["offset"] if self.changelog.manifest else 0
+        quiet = upto == self.committed_position and self._drained(consumer)
+        dirty = bool(self.engine.dirty)
+        state_due = (dirty and (force_state or self.work_since_state >= self.config.state_interval)) or (
+            quiet and (dirty or covered < self.position))
         if upto == self.committed_position and not state_due and not self.in_transaction:
             return False
         offsets = {self.tp: OffsetAndMetadata(upto, "", -1)}
@@ -201,6 +207,12 @@ class PartitionTask:
         self.committed_position = upto
         self.metrics.commits.inc()
         return True
+
+    def _drained(self, consumer: KafkaConsumer) -> bool:
+        """Whether everything known to be in the partition has been processed (the last fetch's high watermark;
+        an input written by transactions ends with a marker, so such a partition counts as drained one short)."""
+        end = consumer.highwater(self.tp)
+        return end is not None and self.position + 1 >= end
 
     def _write_state(self) -> None:
         written = self.changelog.write(self.producer, self.engine.streams, self.engine.dirty, self.position,

@@ -14,6 +14,10 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
+from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.changelog import Changelog
+from streamforest.connectors.kafka.config import WorkerConfig
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -101,3 +105,32 @@ def wait_committed(bootstrap: str, group: str, topic: str, timeout: float | None
             time.sleep(0.1)
     finally:
         c.close()
+
+
+def wait_snapshots(config: WorkerConfig, timeout: float | None = None, check: Callable[[], None] | None = None
+                   ) -> None:
+    """Return once every non-empty input partition's latest state snapshot (on the changelog) covers the input
+    that exists now (polled every 0.5 s); ``check()`` runs between polls; TimeoutError after ``timeout`` seconds."""
+    reader = clients.reader(config)
+    try:
+        tps = [TopicPartition(config.topics.input, p) for p in sorted(reader.partitions_for_topic(config.topics.input))]
+        ends = {tp.partition: end for tp, end in reader.end_offsets(tps).items() if end}
+    finally:
+        reader.close()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        covered = {}
+        for p in ends:
+            changelog, reader = Changelog(config.topics.state, p, config.state_chunk_bytes), clients.reader(config)
+            try:
+                changelog.restore(reader)
+            finally:
+                reader.close()
+            covered[p] = changelog.manifest["offset"] if changelog.manifest else 0
+        if covered == ends:
+            return
+        if check is not None:
+            check()
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"state snapshots cover input offsets {covered}, the input ends at {ends}")
+        time.sleep(0.5)

@@ -25,7 +25,7 @@ from kafka_harness import (
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
-from streamforest.connectors.kafka.testing import wait_committed
+from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
 from streamforest.engine.checkpoint import stream_arrays
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
@@ -164,6 +164,30 @@ def test_sigkill_and_restart(broker, reference, guarantee):
     _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
 
 
+def test_quiet_partition_snapshots_its_state(broker, reference):
+    """A worker that has read all its input snapshots the state after a quiet commit interval (long before the
+    state interval is due, and without shutting down): killed then, its restart replays nothing."""
+    lines, (want, _), want_streams = reference
+    prefix = "quiet"
+    topic = create_topics(broker.bootstrap, prefix)
+    produce(broker.bootstrap, topic, lines)
+    args = ("--commit-interval", "0.3", "--state-interval", "3600", "--instance-id", "w1")
+    w = WorkerProcess(broker.bootstrap, prefix, *args)
+    def alive() -> None:
+        assert w.proc.poll() is None, w.log()
+
+    wait_snapshots(WorkerConfig(bootstrap_servers=broker.bootstrap, topics=Topics(topic, prefix)), timeout=180,
+                   check=alive)
+    w.kill()
+    again = _run_to_end(broker.bootstrap, prefix, *args)
+    replays = [int(m.group(1)) for line in again.lines if (m := re.search(r"replaying (\d+) messages", line))]
+    assert len(replays) == 4 and not any(replays), again.log()
+    got, _ = outputs_by_stream(broker.bootstrap, prefix)
+    for key in want:
+        assert got[key] == want[key], key
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
     c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     try:
@@ -173,7 +197,7 @@ def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int | None]:
 
 
 def test_commits_during_a_replay_never_move_offsets_back(broker, reference):
-    """All input committed, no state snapshot (the state interval is never reached): a restart replays everything
+    """All input committed, no state snapshot (neither the state interval nor a quiet one): a restart replays everything
     without republishing. Commits due during that replay keep the committed offsets (they do not record the replay's
     position), so a crash mid-replay republishes nothing."""
     lines, (want, _), want_streams = reference
@@ -181,7 +205,9 @@ def test_commits_during_a_replay_never_move_offsets_back(broker, reference):
     topic = create_topics(broker.bootstrap, prefix)
     produce(broker.bootstrap, topic, lines)
     args = ("--state-interval", "3600", "--instance-id", "w1")
-    w = WorkerProcess(broker.bootstrap, prefix, "--commit-interval", "0.3", *args)
+    # Killed as soon as its input is committed: a quiet partition's snapshot would come one commit interval later.
+    w = WorkerProcess(broker.bootstrap, prefix, "--commit-interval", "3", *args)
+
     def alive() -> None:
         assert w.proc.poll() is None, w.log()
 
@@ -249,7 +275,11 @@ def test_broker_restart_mid_run(broker, reference):
     def alive() -> None:
         assert w.proc.poll() is None, w.log()
 
+    # Committed, and quiet: the worker snapshotted its state after a quiet commit interval, so no transaction is
+    # open when the broker stops.
     wait_committed(broker.bootstrap, prefix, topic, timeout=180, check=alive)
+    wait_snapshots(WorkerConfig(bootstrap_servers=broker.bootstrap, topics=Topics(topic, prefix)), timeout=180,
+                   check=alive)
     broker.stop()
     time.sleep(2)
     broker.start()
