@@ -152,6 +152,25 @@ class Changelog:
         """Read the latest manifest and the chunks it names (``consumer``: a group-less read_committed reader).
         Returns the streams; sets :attr:`manifest` (``None`` when the partition has no state yet) and
         :attr:`published`."""
+        manifest = self.read_manifest(consumer)
+        if manifest is None:
+            return {}
+        streams = {}
+        for name, entry in manifest["streams"].items():
+            offsets = entry["offsets"]
+            pieces = self._collect(consumer, offsets)
+            if len(pieces) != len(offsets):
+                raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r} lost chunks "
+                                 f"{sorted(set(offsets) - set(pieces))} of its snapshot")
+            data = b"".join(pieces[o] for o in offsets)
+            if hashlib.blake2b(data, digest_size=16).hexdigest() != entry["blake2b"]:
+                raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r}: snapshot checksum mismatch")
+            streams[name] = read_snapshot(data)
+        return streams
+
+    def read_manifest(self, consumer: KafkaConsumer) -> dict[str, Any] | None:
+        """The latest manifest only (what :meth:`restore` starts with, without reading the chunks); also sets
+        :attr:`manifest` and :attr:`published`."""
         consumer.assign([self.tp])
         begin = consumer.beginning_offsets([self.tp])[self.tp]
         end = consumer.end_offsets([self.tp])[self.tp]
@@ -168,22 +187,9 @@ class Changelog:
             hi, window = lo, window * 4
         self.manifest = manifest
         self.published = published
-        if manifest is None:
-            return {}
-        if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+        if manifest is not None and (manifest.get("format") != FORMAT or manifest.get("version") != VERSION):
             raise ValueError(f"{self.topic}[{self.partition}]: not a {FORMAT} manifest of version {VERSION}")
-        streams = {}
-        for name, entry in manifest["streams"].items():
-            offsets = entry["offsets"]
-            pieces = self._collect(consumer, offsets)
-            if len(pieces) != len(offsets):
-                raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r} lost chunks "
-                                 f"{sorted(set(offsets) - set(pieces))} of its snapshot")
-            data = b"".join(pieces[o] for o in offsets)
-            if hashlib.blake2b(data, digest_size=16).hexdigest() != entry["blake2b"]:
-                raise ValueError(f"{self.topic}[{self.partition}]: stream {name!r}: snapshot checksum mismatch")
-            streams[name] = read_snapshot(data)
-        return streams
+        return manifest
 
     def _collect(self, consumer: KafkaConsumer, offsets: list[int], attempts: int = 5) -> dict[int, bytes]:
         """The values at ``offsets``; a read cut short (a fetch issued before a seek can move the position past

@@ -123,10 +123,10 @@ def wait_snapshots(config: WorkerConfig, timeout: float | None = None, check: Ca
         for p in ends:
             changelog, reader = Changelog(config.topics.state, p, config.state_chunk_bytes), clients.reader(config)
             try:
-                changelog.restore(reader)
+                manifest = changelog.read_manifest(reader)
             finally:
                 reader.close()
-            covered[p] = changelog.manifest["offset"] if changelog.manifest else 0
+            covered[p] = manifest["offset"] if manifest else 0
         if covered == ends:
             return
         if check is not None:
