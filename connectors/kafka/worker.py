@@ -29,6 +29,8 @@ log = logging.getLogger("streamforest.kafka")
 
 RETRY_SECONDS = 1.0
 POLL_SECONDS = 0.2
+#: Longest wait for end offsets or a position when checking whether an idle worker is still behind.
+OFFSETS_TIMEOUT_MS = 5_000
 
 
 class Worker:
@@ -245,13 +247,14 @@ class Worker:
         if not tasks:
             return False
         try:
-            ends = self.consumer.end_offsets([t.tp for t in tasks])
+            ends = self.consumer.end_offsets([t.tp for t in tasks], timeout_ms=OFFSETS_TIMEOUT_MS)
+            # The consumer's own position counts too: it is past transaction markers that carry no message.
+            fetched = {t.tp: self.consumer.position(t.tp, timeout_ms=OFFSETS_TIMEOUT_MS) or 0 for t in tasks}
         except KafkaError as exc:
-            log.warning("end offsets unavailable (%s): not idle yet", exc)
+            log.warning("offsets unavailable (%s): not idle yet", exc)
             self.last_activity = time.monotonic()
             return True
-        # The consumer's own position counts too: it is past transaction markers that carry no message.
-        behind = [t for t in tasks if ends.get(t.tp, 0) > max(t.position, self.consumer.position(t.tp) or 0)]
+        behind = [t for t in tasks if ends.get(t.tp, 0) > max(t.position, fetched[t.tp])]
         for t in behind:
             log.warning("partition %d: %d messages to read but nothing fetched: fetching again from offset %d",
                         t.partition, ends[t.tp] - t.position, t.position)
