@@ -36,7 +36,7 @@ def _as_float(values: np.ndarray, name: str) -> np.ndarray:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class ColumnBinner:
     """How one feature column maps to bins.
 
@@ -71,6 +71,10 @@ class ColumnBinner:
     kind: str
     edges: np.ndarray = field(default_factory=lambda: np.empty(0))
     categories: list[Any] = field(default_factory=list)
+
+    def __deepcopy__(self, memo: dict) -> ColumnBinner:
+        """Itself: the bins learned when a feature arrived never change (a copied forest shares them)."""
+        return self
 
     @property
     def n_bins(self) -> int:

@@ -8,6 +8,7 @@ routing; :func:`merge` folds the two oldest into one when the budget of alive ge
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -45,6 +46,13 @@ class Generation:
     def __post_init__(self) -> None:
         if self.split_ks is None:
             self.split_ks = np.zeros(self.trees.n_trees, dtype=np.int64)
+
+    def __deepcopy__(self, memo: dict) -> Generation:
+        """A copy sharing the arrays: trees, subspaces, seeds and cached votes are never changed in place (regrowing
+        or dropping them replaces them), so only the containers and scalars are the copy's own. This makes copying
+        a forest (the engine's validate-then-apply copies it before every change) a memcpy of its few mutable
+        arrays, not one copy per tree array."""
+        return dataclasses.replace(self, forced=list(self.forced), subspaces=list(self.subspaces))
 
     @property
     def n_trees(self) -> int:
