@@ -10,6 +10,7 @@ EXTRAS = {
     "river": ("river", "river"),
     "matplotlib": ("matplotlib", "plot"),
     "kafka": ("kafka-python", "kafka"),
+    "pyarrow": ("pyarrow", "parquet"),
 }
 
 

@@ -64,7 +64,8 @@ def test_an_unknown_dataset_name_lists_the_bundled_ones(capsys, tmp_path):
 # ----------------------------------------------------------------------------- optional dependencies
 
 
-@pytest.mark.parametrize(("module", "extra"), [("river", "river"), ("matplotlib", "plot"), ("kafka", "kafka")])
+@pytest.mark.parametrize(("module", "extra"), [("river", "river"), ("matplotlib", "plot"), ("kafka", "kafka"),
+                                                     ("pyarrow", "parquet")])
 def test_a_missing_optional_dependency_names_its_extra(monkeypatch, module, extra):
     block(monkeypatch, module)
     with pytest.raises(ModuleNotFoundError, match=rf"pip install 'streamforest\[{extra}\]'"):

@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
                                    "option of the Kafka transport can also be set as STREAMFOREST_<OPTION>.",
                        parents=[_kafka_options()])
     src = r.add_mutually_exclusive_group(required=True)
-    src.add_argument("--schema", help="a schema.json (tables as CSV, paths relative to it)")
+    src.add_argument("--schema", help="a schema.json (tables as CSV or Parquet, paths relative to it)")
     src.add_argument("--documents", help="a JSON list of nested documents (list fields are child tables)")
     r.add_argument("--label", help="with --documents: the label field of the documents")
     r.add_argument("--name", default="root", help="with --documents: the name of the documents' table")

@@ -1,4 +1,4 @@
-"""``schema.json`` plus CSV tables -> a validated :class:`~streamforest.relational.tables.Database`.
+"""``schema.json`` plus CSV or Parquet tables -> a validated :class:`~streamforest.relational.tables.Database`.
 
 The format (the contract other tools write)::
 
@@ -9,16 +9,22 @@ The format (the contract other tools write)::
                 "bond": {"path": "bond.csv", "parents": [{"table": "atom", "column": "atom_id"}],
                          "time": null, "nominal": ["bond_type"]}}}
 
-Paths are relative to the schema file. Everything is checked before anything is returned: a bad schema or a bad
-table raises :class:`ValueError` naming the table, the column and the row (the CSV line), and nothing half-built
-escapes.
+Paths are relative to the schema file. A path ending in ``.parquet`` or ``.pq`` is read with pyarrow (the
+``parquet`` extra); any other as CSV. Both become the same in-memory columns: a file is first read into
+per-column cells (:class:`_TextCells` for CSV, :class:`_TypedCells` for Parquet), and one step turns cells into
+keys, links, columns and times whatever the file was. Everything is checked before anything is returned: a bad
+schema or a bad table raises :class:`ValueError` naming the table, the column and the row (the CSV line), and
+nothing half-built escapes.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -29,6 +35,7 @@ SCHEMA_FIELDS = {"target", "tables"}
 TARGET_FIELDS = {"table", "label", "cutoff"}
 TABLE_FIELDS = {"path", "key", "parents", "time", "nominal"}
 PARENT_FIELDS = {"table", "column"}
+PARQUET_SUFFIXES = {".parquet", ".pq"}
 
 
 def load_schema(path: str | Path) -> Database:
@@ -62,11 +69,26 @@ def load_schema(path: str | Path) -> Database:
 
 
 def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
-    """A database from a parsed schema whose table paths are relative to ``base``."""
+    """A database from a parsed schema whose table paths are relative to ``base``.
+
+    Parameters
+    ----------
+    spec : Any
+        The parsed ``schema.json`` (checked here).
+    base : Path
+        The directory the tables' paths are relative to.
+    where : str
+        What to call the schema in error messages.
+
+    Returns
+    -------
+    Database
+        The tables, their links, the target's ids, labels and cutoff.
+    """
     target, tables = _check_schema(spec, where)
-    raw = {name: _read_csv(base / t["path"], name) for name, t in tables.items()}
+    raw = {name: _read_table(base / t["path"], name) for name, t in tables.items()}
     for name, t in tables.items():
-        header = raw[name][0]
+        header = raw[name].header
         needed = [("key", t.get("key")), ("time", t.get("time"))]
         needed += [("parents", p["column"]) for p in t.get("parents", [])]
         needed += [("nominal", c) for c in t.get("nominal", [])]
@@ -76,28 +98,27 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
             if col is not None and col not in header:
                 raise ValueError(f"table {name!r}: {what} column {col!r} is missing from {t['path']} "
                                  f"(columns: {sorted(header)})")
-    keys = {name: _keys(name, t, raw[name]) for name, t in tables.items() if t.get("key")}
+    keys = {name: _keys(name, t["key"], raw[name]) for name, t in tables.items() if t.get("key")}
     built: dict[str, Table] = {}
     for name, t in tables.items():
-        header, cells = raw[name]
+        r = raw[name]
         links = []
         for p in t.get("parents", []):
-            links.append(Link(p["column"], p["table"], _resolve(name, p, cells[p["column"]], keys[p["table"]])))
+            links.append(Link(p["column"], p["table"], _resolve(name, p, r, keys[p["table"]])))
         special = {t.get("key"), t.get("time"), *(p["column"] for p in t.get("parents", []))}
         if name == target["table"]:
             special |= {target["label"], target.get("cutoff")}
         nominal = set(t.get("nominal", []))
-        columns = {c: _column(c, cells[c], c in nominal) for c in header if c not in special}
-        time = _times(name, t["time"], cells[t["time"]]) if t.get("time") else None
-        n = len(next(iter(cells.values()))) if cells else 0
-        built[name] = Table(name, n, columns, links, time, t.get("time"))
-    tcells = raw[target["table"]][1]
+        columns = {c: _column(c, r.cells[c], c in nominal) for c in r.header if c not in special}
+        time = r.cells[t["time"]].times(name, t["time"], r.row) if t.get("time") else None
+        built[name] = Table(name, r.n_rows, columns, links, time, t.get("time"))
+    traw = raw[target["table"]]
     cutoff = None
     if target.get("cutoff"):
-        cutoff = _times(target["table"], target["cutoff"], tcells[target["cutoff"]])
+        cutoff = traw.cells[target["cutoff"]].times(target["table"], target["cutoff"], traw.row)
     tkey = tables[target["table"]]["key"]
-    return Database(built, target["table"], target["label"], np.asarray(tcells[tkey], dtype=str),
-                    np.char.strip(np.asarray(tcells[target["label"]], dtype=str)), cutoff, tkey)
+    return Database(built, target["table"], target["label"], traw.cells[tkey].key_text(),
+                    np.char.strip(traw.cells[target["label"]].text()), cutoff, tkey)
 
 
 def _fields(obj: Any, allowed: set[str], required: set[str], what: str, where: str) -> None:
@@ -148,61 +169,227 @@ def _check_schema(spec: Any, where: str) -> tuple[dict, dict]:
     return target, tables
 
 
-def _read_csv(path: Path, table: str) -> tuple[list[str], dict[str, list[str]]]:
+class _TextCells:
+    """A column of a CSV file: text cells (``""`` = missing) whose numbers and times are read from the text."""
+
+    def __init__(self, cells: np.ndarray) -> None:
+        self._cells = cells
+
+    def text(self) -> np.ndarray:
+        return self._cells
+
+    def key_text(self) -> np.ndarray:
+        return self._cells
+
+    def numbers(self) -> np.ndarray | None:
+        return _numbers(self._cells)
+
+    def times(self, table: str, col: str, row: Callable[[int], str]) -> np.ndarray:
+        return _times(table, col, self._cells, row)
+
+
+class _TypedCells:
+    """A column of a Parquet file: its type says what it is; its text is rendered only when something asks.
+
+    ``numbers`` (float64, NaN = null) for a numeric column, ``seconds`` (since the epoch, NaN = null) for a date or
+    timestamp column, neither for text and booleans: those are nominal, as a CSV column of such cells would be.
+    """
+
+    def __init__(self, render: Callable[[], np.ndarray], numbers: np.ndarray | None = None,
+                 seconds: np.ndarray | None = None, whole_keys: bool = False) -> None:
+        self._render, self._text = render, None
+        self._numbers, self._seconds, self._whole_keys = numbers, seconds, whole_keys
+
+    def text(self) -> np.ndarray:
+        if self._text is None:
+            self._text = self._render()
+        return self._text
+
+    def key_text(self) -> np.ndarray:
+        x = self._numbers
+        if not self._whole_keys or x is None:
+            return self.text()
+        # pandas writes an integer key column with nulls as float64: 3.0 must still be the key "3" of its parent
+        whole = np.isfinite(x) & (np.round(x) == x) & (np.abs(x) < 2.0 ** 63)
+        if not whole.any():
+            return self.text()
+        out = self.text().astype(object)
+        out[whole] = x[whole].astype(np.int64).astype(str)
+        return out.astype(str)
+
+    def numbers(self) -> np.ndarray | None:
+        return self._numbers
+
+    def times(self, table: str, col: str, row: Callable[[int], str]) -> np.ndarray:
+        if self._seconds is not None:
+            return self._seconds
+        if self._numbers is not None:
+            return self._numbers
+        return _times(table, col, self.text(), row)  # text holding ISO dates, as in a CSV file
+
+
+@dataclass
+class _RawTable:
+    """A table file as read, before the schema says which columns are keys, links, times or data."""
+
+    path: Path
+    header: list[str]
+    cells: dict[str, _TextCells | _TypedCells]
+    n_rows: int
+    lines: bool  # CSV: a row has a line number in the file, which errors give
+
+    def row(self, i: int) -> str:
+        """How errors name row ``i`` (0-based)."""
+        return f"row {i + 1} (line {i + 2})" if self.lines else f"row {i + 1}"
+
+
+def _read_table(path: Path, table: str) -> _RawTable:
     if not path.exists():
         raise ValueError(f"table {table!r}: file {path} does not exist")
+    if path.suffix.lower() in PARQUET_SUFFIXES:
+        return _read_parquet(path, table)
+    return _read_csv(path, table)
+
+
+def _read_csv(path: Path, table: str) -> _RawTable:
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if not header:
             raise ValueError(f"table {table!r}: {path.name} is empty (a header row is needed)")
-        header = [h.strip() for h in header]
-        dup = sorted({h for h in header if header.count(h) > 1})
-        if dup:
-            raise ValueError(f"table {table!r}: {path.name} repeats columns {dup}")
+        header = _check_header(header, path, table)
         rows = list(reader)
     for i, r in enumerate(rows):
         if len(r) != len(header):
             raise ValueError(f"table {table!r}: {path.name} line {i + 2} has {len(r)} cells, the header "
                              f"{len(header)}")
     cols = list(zip(*rows, strict=True)) if rows else [()] * len(header)
-    return header, {h: [c.strip() for c in col] for h, col in zip(header, cols, strict=True)}
+    cells = {h: _TextCells(np.asarray([c.strip() for c in col], dtype=str))
+             for h, col in zip(header, cols, strict=True)}
+    return _RawTable(path, header, cells, len(rows), lines=True)
 
 
-def _keys(table: str, t: dict, raw: tuple[list[str], dict[str, list[str]]]) -> dict[str, int]:
-    col = t["key"]
-    index: dict[str, int] = {}
-    for i, k in enumerate(raw[1][col]):
-        if k == "":
-            raise ValueError(f"table {table!r}: key column {col!r} is empty in row {i + 1} (line {i + 2})")
-        if k in index:
-            raise ValueError(f"table {table!r}: duplicate key {k!r} in column {col!r}, rows {index[k] + 1} and "
-                             f"{i + 1} (lines {index[k] + 2} and {i + 2})")
-        index[k] = i
-    return index
+def _check_header(header: list[str], path: Path, table: str) -> list[str]:
+    header = [h.strip() for h in header]
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise ValueError(f"table {table!r}: {path.name} repeats columns {dup}")
+    return header
 
 
-def _resolve(table: str, parent: dict, cells: list[str], keys: dict[str, int]) -> np.ndarray:
-    out = np.empty(len(cells), dtype=np.int64)
-    for i, k in enumerate(cells):
-        if k == "":
-            out[i] = -1
-            continue
-        j = keys.get(k)
-        if j is None:
-            raise ValueError(f"table {table!r}: column {parent['column']!r}, row {i + 1} (line {i + 2}): unknown "
-                             f"parent key {k!r} (not a key of table {parent['table']!r})")
-        out[i] = j
-    return out
+def _read_parquet(path: Path, table: str) -> _RawTable:
+    from streamforest.optional import require
+
+    pa = require("pyarrow", f"table {table!r}: reading {path.name}")
+    pq = require("pyarrow.parquet", f"table {table!r}: reading {path.name}")
+    try:
+        data = pq.read_table(path)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
+    names = data.column_names
+    meta = data.schema.pandas_metadata or {}
+    # pandas stores an unnamed, non-range index as a column; it is row bookkeeping, not data (and would leak order)
+    index = {c for c in meta.get("index_columns", []) if isinstance(c, str) and c.startswith("__index_level_")}
+    keep = [i for i, c in enumerate(names) if c not in index]
+    header = _check_header([names[i] for i in keep], path, table)
+    cells = {h: _arrow_cells(pa, data.column(i), table, h, path) for h, i in zip(header, keep, strict=True)}
+    return _RawTable(path, header, cells, data.num_rows, lines=False)
 
 
-def _column(name: str, cells: list[str], nominal: bool) -> Column:
-    arr = np.asarray(cells, dtype=str)
+def _arrow_cells(pa: ModuleType, col: Any, table: str, name: str, path: Path) -> _TypedCells:
+    """The cells of one Parquet column, converted as the CSV reader would read the same data written as text."""
+    import pyarrow.compute as pc
+
+    kind = col.type
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+        col = col.cast(kind)
+    n = len(col)
+
+    def as_text(arr: Any) -> np.ndarray:
+        return np.asarray(pc.fill_null(arr, "").to_numpy(zero_copy_only=False), dtype=str)
+
+    if pa.types.is_null(kind):
+        return _TypedCells(lambda: np.full(n, "", dtype=str), numbers=np.full(n, np.nan))
+    if pa.types.is_integer(kind) or pa.types.is_decimal(kind):
+        numbers = _float_values(pa, pc, col)
+        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())), numbers=numbers)
+    if pa.types.is_floating(kind):
+        numbers = _float_values(pa, pc, col)
+        return _TypedCells(lambda: np.where(np.isnan(numbers), "", numbers.astype(str)), numbers=numbers,
+                           whole_keys=True)
+    if pa.types.is_boolean(kind):
+        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())))
+    string_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow >= 16 only
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or string_view(kind):
+        return _TypedCells(lambda: as_text(pc.utf8_trim_whitespace(col.cast(pa.string()))))
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        # numpy sees timestamps as UTC and floors them to whole seconds, as np.datetime64(text, "s") does for CSV
+        stamps = col.to_numpy()
+        missing = np.isnat(stamps)
+        seconds = np.where(missing, np.nan, stamps.astype("datetime64[s]").astype(np.int64).astype(np.float64))
+        return _TypedCells(lambda: np.where(missing, "", np.datetime_as_string(stamps, unit="auto")),
+                           seconds=seconds)
+    raise ValueError(f"table {table!r}: column {name!r} of {path.name} has type {col.type}, which a table cannot "
+                     "hold (numbers, text, booleans, dates and timestamps can)")
+
+
+def _float_values(pa: ModuleType, pc: ModuleType, col: Any) -> np.ndarray:
+    """Float64 values, NaN for nulls (integers beyond 2**53 rounded, as parsing their text would)."""
+    return np.asarray(pc.fill_null(col.cast(pa.float64(), safe=False), np.nan).to_numpy(), dtype=np.float64)
+
+
+def _keys(table: str, col: str, raw: _RawTable) -> tuple[np.ndarray, np.ndarray]:
+    """The key column's values sorted and the row of each, once no key is empty or repeated.
+
+    The error names the first row where reading top down would fail, as a row-by-row check would.
+    """
+    cells = raw.cells[col].key_text()
+    order = np.argsort(cells, kind="stable")
+    ordered = cells[order]
+    empty = np.flatnonzero(cells == "")
+    again = order[1:][ordered[1:] == ordered[:-1]]  # rows whose key an earlier row has (stable: the first keeps it)
+    first_empty = int(empty[0]) if empty.size else cells.size
+    first_again = int(again.min()) if again.size else cells.size
+    if first_empty < first_again:
+        raise ValueError(f"table {table!r}: key column {col!r} is empty in {raw.row(first_empty)}")
+    if again.size:
+        k = cells[first_again]
+        first = int(order[np.searchsorted(ordered, k)])
+        raise ValueError(f"table {table!r}: duplicate key {str(k)!r} in column {col!r}, "
+                         f"{_rows(raw, first, first_again)}")
+    return ordered, order
+
+
+def _rows(raw: _RawTable, i: int, j: int) -> str:
+    return f"rows {i + 1} and {j + 1}" + (f" (lines {i + 2} and {j + 2})" if raw.lines else "")
+
+
+def _resolve(table: str, parent: dict, raw: _RawTable, keys: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Parent row of each cell of the foreign-key column (-1 when empty)."""
+    ordered, order = keys
+    cells = raw.cells[parent["column"]].key_text()
+    empty = cells == ""
+    if ordered.size:
+        at = np.minimum(np.searchsorted(ordered, cells), ordered.size - 1)
+        found = ordered[at] == cells
+    else:
+        at, found = np.zeros(cells.size, dtype=np.int64), np.zeros(cells.size, dtype=bool)
+    unknown = np.flatnonzero(~found & ~empty)
+    if unknown.size:
+        i = int(unknown[0])
+        raise ValueError(f"table {table!r}: column {parent['column']!r}, {raw.row(i)}: unknown parent key "
+                         f"{str(cells[i])!r} (not a key of table {parent['table']!r})")
+    return np.where(empty, -1, order[at]).astype(np.int64)
+
+
+def _column(name: str, cells: _TextCells | _TypedCells, nominal: bool) -> Column:
+    """The one step from cells to a column, whatever file they came from."""
     if not nominal:
-        numbers = _numbers(arr)
+        numbers = cells.numbers()
         if numbers is not None:
             return Column(name, numbers)
-    return nominal_column(name, arr)
+    return nominal_column(name, cells.text())
 
 
 def _numbers(arr: np.ndarray) -> np.ndarray | None:
@@ -214,20 +401,23 @@ def _numbers(arr: np.ndarray) -> np.ndarray | None:
         return None
 
 
-def _times(table: str, col: str, cells: list[str]) -> np.ndarray:
+def _times(table: str, col: str, arr: np.ndarray, row: Callable[[int], str]) -> np.ndarray:
     """Numeric times as they are; ISO dates and datetimes as seconds since the epoch (empty = NaN)."""
-    arr = np.asarray(cells, dtype=str)
     numbers = _numbers(arr)
     if numbers is not None:
         return numbers
     out = np.full(arr.size, np.nan)
-    for i, c in enumerate(arr):
-        if c == "":
-            continue
+    given = arr != ""
+    try:
+        out[given] = arr[given].astype("datetime64[s]").astype(np.int64)
+        return out
+    except ValueError:
+        pass  # some cell is no date: cell by cell, to name the first
+    for i in np.flatnonzero(given).tolist():
         try:
-            out[i] = np.datetime64(c, "s").astype(np.int64)
+            out[i] = np.datetime64(arr[i], "s").astype(np.int64)
         except ValueError:
-            raise ValueError(f"table {table!r}: time column {col!r}, row {i + 1} (line {i + 2}): {str(c)!r} is neither "
+            raise ValueError(f"table {table!r}: time column {col!r}, {row(i)}: {str(arr[i])!r} is neither "
                              "a number nor an ISO date") from None
     return out
 
