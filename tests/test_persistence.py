@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -169,3 +170,22 @@ def test_loading_something_else_fails_clearly(tmp_path):
     np.savez(path, __header__=header)
     with pytest.raises(ValueError, match="not a streamforest forest"):
         FeatureStreamForest.load(path)
+
+
+def test_a_deep_copy_is_independent_of_its_original(tmp_path):
+    """A copy shares its trees (they never change in place) but nothing it does reaches the original: more
+    features, merging the oldest generations, more samples (regrows every generation), other samples (the engine
+    copies a forest before every change)."""
+    X, y = make_stream(n=320, d=9)
+    original = FeatureStreamForest(**{**KW, "max_generations": 7, "prune_threshold": 0.0})
+    feed(original, X[:240], y[:240], 0, 5)
+    original.save(tmp_path / "before.npz")
+    copy_ = copy.deepcopy(original)
+    feed(copy_, X[:240], y[:240], 5, 9)  # past the budget of 7: the two oldest are merged twice
+    copy_.add_samples(X[240:280, :9], y[240:280])
+    copy_.set_samples(X[280:, :9], y[280:])
+    copy_.refresh()
+    assert copy_.n_features_in_ == 9 and original.n_features_in_ == 5
+    original.save(tmp_path / "after.npz")
+    assert (tmp_path / "before.npz").read_bytes() == (tmp_path / "after.npz").read_bytes()
+    assert_same_forest(original, FeatureStreamForest.load(tmp_path / "before.npz"), X[:, :5])
