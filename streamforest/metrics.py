@@ -3,7 +3,30 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
+
+
+def average_ranks(v: np.ndarray) -> np.ndarray:
+    """1-based ranks, ties sharing their average: scipy's ``rankdata`` without its per-call overhead (about
+    0.3 ms), which the out-of-bag report and the relational policy pay on every feature.
+
+    Examples
+    --------
+    >>> average_ranks(np.array([3.0, 1.0, 3.0, 2.0])).tolist()
+    [3.5, 1.0, 3.5, 2.0]
+    """
+    v = np.asarray(v)
+    if v.size == 0:
+        return np.empty(0)
+    order = np.argsort(v, kind="mergesort")
+    sv = v[order]
+    new = np.empty(sv.size, dtype=bool)
+    new[0] = True
+    new[1:] = sv[1:] != sv[:-1]
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.append(starts, sv.size))
+    r = np.empty(sv.size)
+    r[order] = np.repeat(starts + (counts + 1) / 2, counts)
+    return r
 
 
 def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:
@@ -19,7 +42,7 @@ def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:
     n_neg = y_true.size - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    ranks = rankdata(score)
+    ranks = average_ranks(score)
     return float((ranks[y_true].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
