@@ -149,10 +149,17 @@ def _feature(obj: dict, stream: str) -> FeatureMessage:
         raise Refused(f"ids and values differ in length ({len(ids)} ids, {len(values)} values)")
     if not ids:
         raise Refused("a feature part must carry at least one value")
-    id_list = tuple(_sample_id(v, "ids[]") for v in ids)
+    # The common cases (string ids, finite numbers) are checked in bulk; otherwise one by one, for the error.
+    if all(type(v) is str and 0 < len(v) <= MAX_ID_LENGTH for v in ids):
+        id_list = tuple(ids)
+    else:
+        id_list = tuple(_sample_id(v, "ids[]") for v in ids)
     if len(set(id_list)) != len(id_list):
         raise Refused("ids repeat within the feature message")
-    vals = tuple(_value(v, f"values[{k}]") for k, v in enumerate(values))
+    if all(type(v) is int or (type(v) is float and math.isfinite(v)) for v in values):
+        vals = tuple(values)
+    else:
+        vals = tuple(_value(v, f"values[{k}]") for k, v in enumerate(values))
     kind = obj.get("kind")
     if kind is not None and kind not in KINDS:
         raise Refused(f"kind must be one of {KINDS}, got {kind!r}")
