@@ -767,7 +767,7 @@ class FeatureStreamForest:
         cached = self._node_table
         if cached is None or cached[0] is not packed or cached[1] != arguments:
             cached = self._node_table = (packed, arguments, encoding.node_table(trees, seeds, tree_w, *arguments))
-        with threads_for(Xb.shape[1]):
+        with threads_for(Xb.shape[1], trees.n_trees):
             return encoding.encode_binned(trees, seeds, tree_w, Xb, n_components, values, leaves_only, missing,
                                           signed, keys, table=cached[2])
 

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from streamforest.threads import threads_for
 from streamforest.tree.grow import GrowData, GrownNodes, GrowSettings, TreePlans, grow_trees
 
 
@@ -167,7 +168,8 @@ def grow(
     )
     data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
     settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight))
-    grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks), out)
+    with threads_for(int(n_samples), n_trees):
+        grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks), out)
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])

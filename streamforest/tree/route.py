@@ -6,7 +6,7 @@ import numpy as np
 from numba import njit, prange
 
 from streamforest.binning import MISSING_BIN
-from streamforest.threads import SERIAL_BELOW
+from streamforest.threads import SERIAL_BELOW, threads_for
 from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
 
@@ -80,7 +80,8 @@ def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: 
     """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
     kernel = _weighted_values_serial if n_samples < SERIAL_BELOW else _weighted_values
-    kernel(trees, Xb, n_samples, np.ascontiguousarray(tree_weights, dtype=np.float64), out)
+    with threads_for(n_samples, trees.n_trees):
+        kernel(trees, Xb, n_samples, np.ascontiguousarray(tree_weights, dtype=np.float64), out)
     return out
 
 
@@ -88,7 +89,8 @@ def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
     """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
     out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
     kernel = _leaves_serial if n_samples < SERIAL_BELOW else _leaves
-    kernel(trees, Xb, n_samples, out)
+    with threads_for(n_samples, trees.n_trees):
+        kernel(trees, Xb, n_samples, out)
     return out
 
 
@@ -128,8 +130,9 @@ def out_of_bag(
     and sample has to be stored.
     """
     inbag = np.empty((len(seeds), n_samples), dtype=np.bool_)
-    _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
     count = np.zeros(n_samples, dtype=np.float64)
-    _oob(trees, Xb, n_samples, inbag, out, count)
+    with threads_for(n_samples, len(seeds)):
+        _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
+        _oob(trees, Xb, n_samples, inbag, out, count)
     return out, count
