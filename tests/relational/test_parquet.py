@@ -14,13 +14,15 @@ import pytest
 from streamforest.relational.schema import load_schema, save_schema
 from streamforest.relational.tables import Database
 
-MUTAGENESIS = Path(__file__).resolve().parents[3] / "shared" / "datasets" / "mutagenesis" / "data.json"
-needs_data = pytest.mark.skipif(not MUTAGENESIS.exists(), reason="../shared/datasets/mutagenesis is not here")
+from .test_loop import MUTAGENESIS, needs_data
+from .test_tables import GOOD, M
 
 
 @pytest.fixture
 def pa() -> ModuleType:
-    return pytest.importorskip("pyarrow")
+    import pyarrow  # in the dev extra: a machine without it fails here rather than skipping
+
+    return pyarrow
 
 
 def assert_same(a: Database, b: Database) -> None:
@@ -220,12 +222,6 @@ def test_chunked_dictionary_columns_with_different_dictionaries(pa, tmp_path):
 
 # ----------------------------------------------------------------------------- CSV and Parquet in one schema
 
-GOOD = {"target": {"table": "m", "label": "y", "cutoff": None},
-        "tables": {"m": {"path": "m.csv", "key": "mid"},
-                   "atom": {"path": "atom.csv", "key": "aid", "parents": [{"table": "m", "column": "mid"}]},
-                   "bond": {"path": "bond.csv", "parents": [{"table": "atom", "column": "aid"}],
-                            "nominal": ["t"]}}}
-M = "mid,y,w\na,1,0.5\nb,0,\nc,,2\n"
 ATOM = "aid,mid,el,q\n10,a,c,0.1\n11,a,o,-0.2\n12,b,c,\n"
 BOND = "aid,t\n10,7\n10,1\n12,7\n,7\n"
 
