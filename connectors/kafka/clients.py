@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.partitioner.default import murmur2
 
 from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfig
 
@@ -83,6 +86,30 @@ def bounded(call: Callable[[], Any], what: str, seconds: float = BROKER_WAIT_S) 
     return box.get("value")
 
 
+@functools.lru_cache(maxsize=2**18)
+def _key_hash(key: bytes) -> int:
+    return murmur2(key) & 0x7FFFFFFF
+
+
+def key_partition(key: bytes, partitions: list[int]) -> int:
+    """The partition of a keyed record among a topic's sorted ``partitions``, as kafka-python's default partitioner
+    (and the Java client's) picks it: murmur2 of the key. The hash is remembered per key (the last 2^18 keys):
+    republication sends the same keys after every feature, and the pure-Python hash was a third of a send.
+
+    Examples
+    --------
+    >>> from kafka.partitioner import DefaultPartitioner
+    >>> from types import SimpleNamespace
+    >>> cluster = SimpleNamespace(topics=lambda: {"t"}, partitions_for_topic=lambda t: {0, 1, 2, 3},
+    ...                           available_partitions_for_topic=lambda t: {0, 1, 2, 3})
+    >>> keys = [f"s/{i}".encode() for i in range(100)]
+    >>> [key_partition(k, [0, 1, 2, 3]) for k in keys] == [
+    ...     DefaultPartitioner().partition("t", None, k, None, None, cluster) for k in keys]
+    True
+    """
+    return partitions[_key_hash(key) % len(partitions)]
+
+
 class TrackedProducer:
     """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered`, so that a
     transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
@@ -97,6 +124,21 @@ class TrackedProducer:
         future = self.producer.send(*args, **kwargs)
         self.futures.append(future)
         return future
+
+    def send_records(self, records: Iterable[tuple[str, bytes | None, bytes | None, list]]) -> Counter[str]:
+        """Send ``(topic, key, value, headers)`` records; returns how many went to each topic. A keyed record goes
+        to the partition kafka-python's default partitioner picks (:func:`key_partition`), given explicitly."""
+        send, futures = self.producer.send, self.futures
+        partitions: dict[str, list[int]] = {}  # per call: a topic's partitions can grow between calls
+        per_topic: Counter[str] = Counter()
+        for topic, key, value, headers in records:
+            parts = partitions.get(topic)
+            if parts is None:
+                parts = partitions[topic] = sorted(self.producer.partitions_for(topic))
+            partition = None if key is None else key_partition(key, parts)
+            futures.append(send(topic, key=key, value=value, headers=headers, partition=partition))
+            per_topic[topic] += 1
+        return per_topic
 
     def flush(self, timeout: float = BROKER_WAIT_S) -> None:
         self.producer.flush(timeout=timeout)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -152,11 +151,7 @@ class PartitionTask:
                 for st in dropped for t in topics for sid in st.ids]
 
     def _send(self, records: list[KafkaRecord]) -> int:
-        send = self.producer.send
-        per_topic: Counter[str] = Counter()
-        for topic, key, value, headers in records:
-            send(topic, key=key, value=value, headers=headers)
-            per_topic[topic] += 1
+        per_topic = self.producer.send_records(records)
         # Metrics once per topic and batch: a labelled counter costs about 3 µs per call, per record it adds up.
         for topic, n in per_topic.items():
             self.metrics.records_out.labels(topic).inc(n)
