@@ -98,13 +98,16 @@ def test_stratified_sample():
 def test_relevance_ranks_ties_as_scipy_does():
     from scipy.stats import rankdata
 
-    from streamforest.relational.policy import _average_ranks
+    from streamforest.metrics import average_ranks
 
     rng = np.random.default_rng(0)
     for _ in range(50):
         v = rng.integers(0, 5, 40).astype(float)
         v[rng.random(40) < 0.2] = -np.inf
-        np.testing.assert_array_equal(_average_ranks(v), rankdata(v))
+        np.testing.assert_array_equal(average_ranks(v), rankdata(v))
+        # candidates are told apart by their dense ranks (np.unique's inverse): scipy's, less one
+        np.testing.assert_array_equal(np.unique(v, return_inverse=True)[1] + 1, rankdata(v, method="dense"))
+    assert average_ranks(np.array([])).size == 0
     y = rng.integers(0, 2, 400)
     x = y + rng.normal(size=400)
     assert 0.3 < relevance(x, y) <= 1.0 and relevance(rng.permutation(x), y) < relevance(x, y)
