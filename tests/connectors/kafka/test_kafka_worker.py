@@ -20,6 +20,7 @@ from kafka_harness import (
     produce,
     read_topic,
     reference_by_stream,
+    wait_finished,
 )
 
 from streamforest.connectors.kafka import clients
@@ -245,8 +246,9 @@ def test_two_workers_one_killed(broker, reference):
     time.sleep(1.0)
     first.kill()
     again = join_group(broker.bootstrap, prefix, "--instance-id", "w1", *args)
-    assert second.wait() == 0, second.log()
-    assert again.wait() == 0, again.log()
+    for worker, instance in ((second, "w2"), (again, "w1")):
+        done = wait_finished(broker.bootstrap, prefix, worker, "--instance-id", instance, *args)
+        assert done.proc.returncode == 0, done.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
         assert got[key] == want[key], key
