@@ -23,6 +23,7 @@ import io
 import json
 import logging
 import time
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,8 @@ FORMAT = "streamforest.kafka.state"
 VERSION = 1
 MANIFEST_KEY = b"manifest"
 POSITION_KEY = b"position"
+#: Bytes of an input message's value that its mark checksums (enough to tell two messages apart, cheap per message).
+MARK_PREFIX = 4096
 READ_TIMEOUT_S = 60.0
 
 
@@ -67,6 +70,15 @@ def read_snapshot(data: bytes) -> StreamState:
         arrays = {k: z[k] for k in z.files if k != "__header__"}
         header = json.loads(bytes(z["__header__"]).decode("utf-8"))
     return restore_stream(arrays, header)
+
+
+def input_mark(offset: int, timestamp: int | None, value: bytes | None) -> dict[str, Any]:
+    """What identifies the last input message a snapshot covers: offset, timestamp, size and the CRC-32 of the
+    value's first :data:`MARK_PREFIX` bytes. A restore compares it with the message now at that offset: another
+    message there means the input topic was deleted and created again (its offsets started over)."""
+    value = value or b""
+    return {"offset": int(offset), "timestamp": -1 if timestamp is None else int(timestamp), "bytes": len(value),
+            "crc32": zlib.crc32(value[:MARK_PREFIX])}
 
 
 def stream_key(stream: str) -> str:
@@ -103,10 +115,11 @@ class Changelog:
     # ------------------------------------------------------------------ write
 
     def write(self, producer: KafkaProducer, streams: dict[str, StreamState], dirty: set[str], offset: int,
-              input_topic: str) -> int:
-        """Write the changed streams, then a manifest covering input ``offset``, then tombstones for what they
-        supersede. Returns the bytes written. Blocks until the records are acknowledged (their offsets go in the
-        manifest); under a transaction they stay invisible to committed readers until it commits."""
+              input_topic: str, mark: dict[str, Any] | None = None) -> int:
+        """Write the changed streams, then a manifest covering input ``offset`` (with ``mark``, the
+        :func:`input_mark` of the last message it covers), then tombstones for what they supersede. Returns the
+        bytes written. Blocks until the records are acknowledged (their offsets go in the manifest); under a
+        transaction they stay invisible to committed readers until it commits."""
         previous = dict(self.manifest["streams"]) if self.manifest else {}
         seq = (self.manifest["seq"] if self.manifest else 0) + 1
         entries = dict(previous)
@@ -134,6 +147,8 @@ class Changelog:
             entries[name] = entry
         manifest = {"format": FORMAT, "version": VERSION, "seq": seq, "input": input_topic,
                     "partition": self.partition, "offset": offset, "streams": entries}
+        if mark is not None:
+            manifest["last"] = mark
         producer.send(self.topic, partition=self.partition, key=MANIFEST_KEY, value=json.dumps(manifest).encode())
         for key in stale:
             producer.send(self.topic, partition=self.partition, key=key, value=None)

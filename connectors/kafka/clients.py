@@ -20,6 +20,9 @@ from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfi
 log = logging.getLogger("streamforest.kafka")
 
 
+#: Longest wait for offsets or a single record (an idle worker's lag check, a restore's check of the input).
+OFFSETS_TIMEOUT_MS = 5_000
+
 def _compression(config: WorkerConfig) -> str | None:
     if config.compression_type == "lz4":
         try:

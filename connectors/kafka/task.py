@@ -20,7 +20,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from streamforest.connectors.kafka import clients
-from streamforest.connectors.kafka.changelog import Changelog
+from streamforest.connectors.kafka.changelog import Changelog, input_mark
 from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
 from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, outputs
@@ -60,6 +60,10 @@ class PartitionTask:
         #: Engine seconds spent since the last state snapshot: what a restart would replay.
         self.work_since_state = 0.0
         self._streams: dict[str, StreamState] = {}
+        #: The :func:`input_mark` of the last message the state holds (what the next snapshot's manifest records),
+        #: and the last message processed since (its mark is computed only when a snapshot is written).
+        self.mark: dict[str, Any] | None = None
+        self._last: Any = None
 
     # ------------------------------------------------------------------ start
 
@@ -70,12 +74,17 @@ class PartitionTask:
             self.producer = clients.TrackedProducer(
                 clients.producer(self.config, self.config.transactional_id(self.partition)))
             self.producer.init_transactions()
+        begin = consumer.beginning_offsets([self.tp])[self.tp]
+        end = consumer.end_offsets([self.tp])[self.tp]
         reader = clients.reader(self.config)
         try:
             self.engine.streams = self.changelog.restore(reader)
+            manifest = self.changelog.manifest
+            self.mark = manifest.get("last") if manifest else None
+            recreated = self.mark is not None and begin <= self.mark["offset"] < end and not self._same_message(
+                reader, self.mark)
         finally:
             reader.close()
-        manifest = self.changelog.manifest
         committed = consumer.committed(self.tp)
         published = self.changelog.published
         if published is not None and (committed is None or published > committed):
@@ -84,8 +93,6 @@ class PartitionTask:
                             "committed offset is %d: replaying without republishing up to %d", self.partition,
                             published, committed, published)
             committed = published
-        begin = consumer.beginning_offsets([self.tp])[self.tp]
-        end = consumer.end_offsets([self.tp])[self.tp]
         start = manifest["offset"] if manifest else begin
         if start < begin:
             log.warning("partition %d: the state covers offset %d but the input starts at %d (retention?): "
@@ -94,6 +101,11 @@ class PartitionTask:
         if start > end:
             log.warning("partition %d: the state covers offset %d beyond the input's end %d (topic recreated?): "
                         "keeping the state and reading the input from its beginning", self.partition, start, end)
+            start, committed = begin, None
+        elif recreated:
+            log.warning("partition %d: the input message at offset %d is not the one the state last saw (topic "
+                        "recreated?): keeping the state and reading the input from its beginning", self.partition,
+                        self.mark["offset"])
             start, committed = begin, None
         if committed is not None and committed > end:
             log.warning("partition %d: committed offset %d is beyond the input's end %d: ignored",
@@ -111,6 +123,20 @@ class PartitionTask:
         log.info("partition %d: restored %d streams covering offset %d in %.2f s; replaying %d messages up to "
                  "committed offset %s", self.partition, len(self.engine.streams), start, seconds,
                  max(0, self.replay_until - start), committed)
+
+    def _same_message(self, reader: KafkaConsumer, mark: dict[str, Any]) -> bool:
+        """Whether the input message at ``mark``'s offset is the one it was made from (``True`` when it cannot be
+        read in time: the other checks of :meth:`start` still apply)."""
+        reader.assign([self.tp])
+        reader.seek(self.tp, mark["offset"])
+        deadline = time.monotonic() + clients.OFFSETS_TIMEOUT_MS / 1000
+        while time.monotonic() < deadline:
+            for rec in reader.poll(timeout_ms=500).get(self.tp, []):
+                # another offset first: the marked message is gone (an aborted transaction's now)
+                return rec.offset == mark["offset"] and input_mark(rec.offset, rec.timestamp, rec.value) == mark
+        log.warning("partition %d: could not read input offset %d to check it is the message the state last saw",
+                    self.partition, mark["offset"])
+        return True
 
     # ------------------------------------------------------------------ process
 
@@ -136,6 +162,7 @@ class PartitionTask:
                 n += self._send(self._tombstones(dropped))
             self._streams = dict(self.engine.streams)
         self.position = msg.offset + 1
+        self._last = msg
         if replaying and self.position == self.replay_until:
             log.info("partition %d: replay caught up at offset %d", self.partition, self.position)
         return n
@@ -210,8 +237,11 @@ class PartitionTask:
         return end is not None and self.position + 1 >= end
 
     def _write_state(self) -> None:
+        if self._last is not None:
+            self.mark = input_mark(self._last.offset, self._last.timestamp, self._last.value)
+            self._last = None
         written = self.changelog.write(self.producer, self.engine.streams, self.engine.dirty, self.position,
-                                       self.config.topics.input)
+                                       self.config.topics.input, self.mark)
         self.engine.dirty.clear()
         self.work_since_state = 0.0
         self.metrics.state_bytes.labels(str(self.partition)).set(written)

@@ -29,8 +29,6 @@ log = logging.getLogger("streamforest.kafka")
 
 RETRY_SECONDS = 1.0
 POLL_SECONDS = 0.2
-#: Longest wait for end offsets or a position when checking whether an idle worker is still behind.
-OFFSETS_TIMEOUT_MS = 5_000
 
 
 class Worker:
@@ -247,9 +245,9 @@ class Worker:
         if not tasks:
             return False
         try:
-            ends = self.consumer.end_offsets([t.tp for t in tasks], timeout_ms=OFFSETS_TIMEOUT_MS)
+            ends = self.consumer.end_offsets([t.tp for t in tasks], timeout_ms=clients.OFFSETS_TIMEOUT_MS)
             # The consumer's own position counts too: it is past transaction markers that carry no message.
-            fetched = {t.tp: self.consumer.position(t.tp, timeout_ms=OFFSETS_TIMEOUT_MS) or 0 for t in tasks}
+            fetched = {t.tp: self.consumer.position(t.tp, timeout_ms=clients.OFFSETS_TIMEOUT_MS) or 0 for t in tasks}
         except KafkaError as exc:
             log.warning("offsets unavailable (%s): not idle yet", exc)
             self.last_activity = time.monotonic()

@@ -170,21 +170,32 @@ def join_group(bootstrap: str, prefix: str, *extra: str, join_timeout: float = 3
     return worker
 
 
-def wait_finished(bootstrap: str, prefix: str, worker: WorkerProcess, *extra: str, timeout: float = 90.0
-                  ) -> WorkerProcess:
-    """A worker started with ``--exit-when-idle`` and ``extra`` (its arguments), once it has exited.
+def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess], *extra: str,
+                  timeout: float = 90.0, restarts: int = 2) -> dict[str, WorkerProcess]:
+    """The group's workers (by ``--instance-id``, all started with ``--exit-when-idle`` and ``extra``), once every
+    one has exited.
 
     A worker left alone when the other member stops must rejoin the group to take its partitions over; noida-db can
-    leave that JoinGroup unanswered (see :func:`join_group`), and a worker in a rebalance is never idle. Still
-    running after ``timeout`` seconds, it is started again once (a static member: the new process takes over).
+    leave a JoinGroup unanswered (see :func:`join_group`), and then the whole group waits for it: a worker in a
+    rebalance is never idle. While any is still running ``timeout`` seconds on, every running member is started
+    again (static members: the new processes take over), at most ``restarts`` times.
     """
-    try:
-        worker.wait(timeout)
-        return worker
-    except AssertionError:
-        print(f"still running after {timeout:.0f} s (a rejoin never answered?): starting the worker again:\n"
-              + worker.log(), file=sys.stderr)
-        worker.kill()
-    worker = WorkerProcess(bootstrap, prefix, *extra)
-    worker.wait()
-    return worker
+    for attempt in range(restarts + 1):
+        deadline = time.monotonic() + timeout
+        while any(w.proc.poll() is None for w in workers.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        stuck = [name for name, w in workers.items() if w.proc.poll() is None]
+        if not stuck:
+            break
+        if attempt == restarts:
+            raise AssertionError(f"workers {stuck} still running after {restarts} restarts:\n"
+                                 + "\n".join(workers[name].log() for name in stuck))
+        for name in stuck:
+            print(f"{name} still running after {timeout:.0f} s (a rejoin never answered?): starting it again:\n"
+                  + workers[name].log(), file=sys.stderr)
+            workers[name].kill()
+        for name in stuck:
+            workers[name] = WorkerProcess(bootstrap, prefix, "--instance-id", name, *extra)
+    for w in workers.values():
+        w.wait()
+    return workers

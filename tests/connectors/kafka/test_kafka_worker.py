@@ -11,6 +11,8 @@ import numpy as np
 import orjson
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import TopicAlreadyExistsError
 from kafka_harness import (
     ROOT,
     WorkerProcess,
@@ -246,8 +248,7 @@ def test_two_workers_one_killed(broker, reference):
     time.sleep(1.0)
     first.kill()
     again = join_group(broker.bootstrap, prefix, "--instance-id", "w1", *args)
-    for worker, instance in ((second, "w2"), (again, "w1")):
-        done = wait_finished(broker.bootstrap, prefix, worker, "--instance-id", instance, *args)
+    for done in wait_finished(broker.bootstrap, prefix, {"w2": second, "w1": again}, *args).values():
         assert done.proc.returncode == 0, done.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
@@ -263,6 +264,41 @@ def test_missing_topics_refused_without_create_topics(broker):
                            "--exit-when-idle", "2"], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
     assert "do not exist" in proc.stderr and "absent.state" in proc.stderr and "--create-topics" in proc.stderr
+
+
+@pytest.mark.parametrize("case", ["fewer", "more"])
+def test_recreated_input_topic_is_read_from_its_beginning(broker, reference, tmp_path, case):
+    """The input topic is deleted and created again: the worker logs it, keeps the state, and reads the new topic
+    from its beginning (its old offsets would skip new messages). With fewer messages than the state covers, the
+    offsets show it; with more, the message at the last covered offset is not the one the state saw."""
+    lines, _, _ = reference
+    prefix = f"recreate-{case}"
+    cut = len(lines) // 2 if case == "fewer" else 12
+    topic = create_topics(broker.bootstrap, prefix)
+    produce(broker.bootstrap, topic, lines[:cut])
+    _run_to_end(broker.bootstrap, prefix)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.delete_topics([topic])
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            admin.create_topics([NewTopic(topic, 4, 1)])
+            break
+        except TopicAlreadyExistsError:  # the deletion is still under way
+            assert time.monotonic() < deadline, "the input topic was not deleted in 60 s"
+            time.sleep(0.5)
+    admin.close()
+    new = lines[cut:cut + 5] if case == "fewer" else lines[cut:]
+    produce(broker.bootstrap, topic, new)
+    w = _run_to_end(broker.bootstrap, prefix)
+    told = "beyond the input's end" if case == "fewer" else "is not the one the state last saw"
+    assert any(told in line and "topic recreated?" in line for line in w.lines), w.log()
+
+    # The model is the one the embedded runtime builds from the old messages and then the new ones.
+    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines[:cut] + new) + b"\n")
+    engine = run(str(tmp_path / "in.jsonl"), str(tmp_path / "out"),
+                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
+    _assert_same_model(_final_streams(broker.bootstrap, prefix), engine.streams)
 
 
 def test_broker_restart_mid_run(broker, reference):
