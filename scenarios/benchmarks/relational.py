@@ -11,7 +11,7 @@ learns and selects on the training rows only and scores the test rows itself (``
 
 Candidates, seconds per fold, and the ratios come from the same run.
 
-    python -m scenarios.benchmarks.relational [--shuffles 5] [--budget 300] [--ft-python /work/wt/ft-venv/bin/python]
+    python -m scenarios.benchmarks.relational [--shuffles 5] [--budget 90] [--ft-python /work/wt/ft-venv/bin/python]
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DATA))
     ap.add_argument("--shuffles", type=int, default=5)
     ap.add_argument("--folds", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=300)
+    ap.add_argument("--budget", type=int, default=90)
     ap.add_argument("--ft-python", default="/work/wt/ft-venv/bin/python")
     ap.add_argument("--out", default="results/benchmarks/relational.json")
     ap.add_argument("--policy-option", action="append", default=[], metavar="KEY=VALUE",
