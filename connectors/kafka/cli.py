@@ -149,6 +149,8 @@ def cmd_tail(args: argparse.Namespace) -> int:
     require("kafka", "streamforest kafka tail")
     from kafka import KafkaConsumer, TopicPartition
 
+    from streamforest.connectors.kafka import clients
+
     c = KafkaConsumer(bootstrap_servers=args.bootstrap_servers, isolation_level="read_committed",
                       enable_auto_commit=False, **_client_settings(args))
     try:
@@ -163,8 +165,9 @@ def cmd_tail(args: argparse.Namespace) -> int:
         out = sys.stdout
         last = time.monotonic()
         shown = 0
+        poller = clients.QuietPoller(c)
         while args.idle_timeout is None or time.monotonic() - last < args.idle_timeout:
-            for recs in c.poll(timeout_ms=200).values():
+            for recs in poller.poll(0.2).values():
                 last = time.monotonic()
                 for r in recs:
                     key = r.key.decode("utf-8", "replace") if r.key is not None else "-"

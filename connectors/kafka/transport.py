@@ -96,6 +96,7 @@ class KafkaTransport:
         self.live: list[str] = []
         self.producer: Any = None
         self.consumer = clients.reader(self.config)
+        self.poller = clients.QuietPoller(self.consumer)
         try:
             self._input_partitions = self._partitions(self.topics.input)
             outputs = [self.topics.output(kind) for kind in ("feedback", "prediction", "error")]
@@ -140,7 +141,7 @@ class KafkaTransport:
     def receive(self, timeout: float) -> list[dict[str, Any]]:
         """This run's records committed since the last call (waits up to ``timeout`` s for some)."""
         out = []
-        for recs in self.consumer.poll(timeout_ms=int(timeout * 1000)).values():
+        for recs in self.poller.poll(timeout).values():
             for r in recs:
                 rec = self._record(r)
                 if rec is not None:

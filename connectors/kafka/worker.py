@@ -84,6 +84,7 @@ class Worker:
     def _loop(self) -> None:
         last_commit = time.monotonic()
         since_commit = 0
+        poller = clients.QuietPoller(self.consumer)
         while not self.stopping.is_set():
             self._start_pending()
             # Work in hand is committed when due, not after a full poll wait: a client waiting for its records
@@ -92,7 +93,7 @@ class Worker:
             if since_commit:
                 wait = min(wait, max(0.0, last_commit + self.config.commit_interval - time.monotonic()))
             try:
-                batch = self.consumer.poll(timeout_ms=int(wait * 1000))
+                batch = poller.poll(wait)
             except KafkaError as exc:
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()

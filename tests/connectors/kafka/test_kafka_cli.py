@@ -56,3 +56,30 @@ def test_worker_metric_names():
 def test_bad_options_refused(bad, capsys):
     assert main(["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", *bad]) == 1
     assert capsys.readouterr().err.startswith("streamforest kafka:")
+
+
+class _EmptyThenRecords:
+    """A consumer whose fetches come back empty ``empty`` times, then with one record (as noida-db answers)."""
+
+    def __init__(self, empty: int) -> None:
+        self.empty = empty
+        self.polls = 0
+
+    def poll(self, timeout_ms: int) -> dict:
+        assert timeout_ms == 0
+        self.polls += 1
+        return {} if self.polls <= self.empty else {"tp": ["record"]}
+
+
+def test_quiet_poller_sleeps_between_empty_polls():
+    from streamforest.connectors.kafka.clients import QuietPoller
+
+    idle = _EmptyThenRecords(empty=10**9)
+    poller = QuietPoller(idle, pauses=(0.005, 0.05))
+    assert poller.poll(0.3) == {}
+    # 5 + 10 + 20 + 40 ms, then 50 ms pauses: about 9 polls in 0.3 s, not a fetch loop
+    assert 5 <= idle.polls <= 12
+    busy = _EmptyThenRecords(empty=2)
+    poller = QuietPoller(busy, pauses=(0.005, 0.05))
+    assert poller.poll(1.0) == {"tp": ["record"]} and busy.polls == 3
+    assert poller.pause == 0.005  # records reset the pause
