@@ -93,7 +93,12 @@ class Worker:
             if since_commit:
                 wait = min(wait, max(0.0, last_commit + self.config.commit_interval - time.monotonic()))
             try:
-                batch = poller.poll(wait)
+                # Quiet polls only in a stable group: a join's steps go on in the consumer's poll, and its own
+                # waits are what the group coordinator's timing expects.
+                if self.pending or self.consumer.group_metadata().state != MemberState.STABLE:
+                    batch = self.consumer.poll(timeout_ms=int(wait * 1000))
+                else:
+                    batch = poller.poll(wait)
             except KafkaError as exc:
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()

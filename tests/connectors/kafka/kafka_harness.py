@@ -177,8 +177,10 @@ def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess]
 
     A worker left alone when the other member stops must rejoin the group to take its partitions over; noida-db can
     leave a JoinGroup unanswered (see :func:`join_group`), and then the whole group waits for it: a worker in a
-    rebalance is never idle. While any is still running ``timeout`` seconds on, every running member is started
-    again (static members: the new processes take over), at most ``restarts`` times.
+    rebalance is never idle. A member that stopped meanwhile is a static member the rebalance also waits for (static
+    members do not leave a group; only their session's end removes them). So while any worker is still running
+    ``timeout`` seconds on, every member is started again, the stopped ones too (the new processes take the static
+    memberships over; a restarted member restores its partitions and replays nothing), at most ``restarts`` times.
     """
     for attempt in range(restarts + 1):
         deadline = time.monotonic() + timeout
@@ -191,10 +193,11 @@ def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess]
             raise AssertionError(f"workers {stuck} still running after {restarts} restarts:\n"
                                  + "\n".join(workers[name].log() for name in stuck))
         for name in stuck:
-            print(f"{name} still running after {timeout:.0f} s (a rejoin never answered?): starting it again:\n"
-                  + workers[name].log(), file=sys.stderr)
-            workers[name].kill()
-        for name in stuck:
+            print(f"{name} still running after {timeout:.0f} s (a rejoin never answered?): starting every member "
+                  f"again:\n" + workers[name].log(), file=sys.stderr)
+        for w in workers.values():
+            w.kill()
+        for name in workers:
             workers[name] = WorkerProcess(bootstrap, prefix, "--instance-id", name, *extra)
     for w in workers.values():
         w.wait()
