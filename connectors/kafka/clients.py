@@ -20,9 +20,9 @@ from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfi
 
 log = logging.getLogger("streamforest.kafka")
 
-
 #: Longest wait for offsets or a single record (an idle worker's lag check, a restore's check of the input).
 OFFSETS_TIMEOUT_MS = 5_000
+
 
 def _compression(config: WorkerConfig) -> str | None:
     if config.compression_type == "lz4":
@@ -44,7 +44,6 @@ def consumer(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
         max_poll_interval_ms=600_000, group_instance_id=config.instance_id, **config.client)
     settings.update(overrides)
     return KafkaConsumer(**settings)
-
 
 
 class QuietPoller:
@@ -76,6 +75,7 @@ class QuietPoller:
                 return batch
             time.sleep(min(self.pause, left))
             self.pause = min(2 * self.pause, self.pauses[1])
+
 
 def reader(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
     """A group-less consumer for assigned partitions (changelog restore, ``tail``), committed reads only."""

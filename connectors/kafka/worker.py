@@ -95,7 +95,7 @@ class Worker:
             try:
                 # Quiet polls only in a stable group: a join's steps go on in the consumer's poll, and its own
                 # waits are what the group coordinator's timing expects.
-                if self.pending or self.consumer.group_metadata().state != MemberState.STABLE:
+                if not self._settled():
                     batch = self.consumer.poll(timeout_ms=int(wait * 1000))
                 else:
                     batch = poller.poll(wait)
@@ -138,11 +138,15 @@ class Worker:
                 log.info("nothing consumed for %.1f s: stopping", idle)
                 break
 
+    def _settled(self) -> bool:
+        """Whether the worker is a stable member of its group with every assigned partition started."""
+        return not self.pending and self.consumer.group_metadata().state == MemberState.STABLE
+
     def _idle_seconds(self) -> float:
         """How long the worker has had nothing to do. A worker that is joining or rebalancing, or whose
         partitions wait to start, is not idle: it does not know yet what it has to consume."""
         now = time.monotonic()
-        if self.pending or self.consumer.group_metadata().state != MemberState.STABLE:
+        if not self._settled():
             self.last_activity = now
         return now - self.last_activity
 
