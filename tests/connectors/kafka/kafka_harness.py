@@ -176,11 +176,12 @@ def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess]
     one has exited.
 
     A worker left alone when the other member stops must rejoin the group to take its partitions over; noida-db can
-    leave a JoinGroup unanswered (see :func:`join_group`), and then the whole group waits for it: a worker in a
-    rebalance is never idle. A member that stopped meanwhile is a static member the rebalance also waits for (static
-    members do not leave a group; only their session's end removes them). So while any worker is still running
-    ``timeout`` seconds on, every member is started again, the stopped ones too (the new processes take the static
-    memberships over; a restarted member restores its partitions and replays nothing), at most ``restarts`` times.
+    leave a JoinGroup unanswered (see :func:`join_group`), and then the whole group waits for it for the rebalance
+    timeout (minutes): a worker in a rebalance is never idle, and restarting the members into that group was not
+    always enough. So while any worker is still running ``timeout`` seconds on, every member is started again in a
+    fresh consumer group, at most ``restarts`` times. That also exercises a worker's restart without the group's
+    offsets: it restores the changelog's state and replays without republishing up to the published position
+    recorded there, so the records are still each written once.
     """
     for attempt in range(restarts + 1):
         deadline = time.monotonic() + timeout
@@ -192,13 +193,14 @@ def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess]
         if attempt == restarts:
             raise AssertionError(f"workers {stuck} still running after {restarts} restarts:\n"
                                  + "\n".join(workers[name].log() for name in stuck))
+        group = f"{prefix}-retry{attempt + 1}"
         for name in stuck:
             print(f"{name} still running after {timeout:.0f} s (a rejoin never answered?): starting every member "
-                  f"again:\n" + workers[name].log(), file=sys.stderr)
+                  f"again in group {group}:\n" + workers[name].log(), file=sys.stderr)
         for w in workers.values():
             w.kill()
         for name in workers:
-            workers[name] = WorkerProcess(bootstrap, prefix, "--instance-id", name, *extra)
+            workers[name] = WorkerProcess(bootstrap, prefix, "--instance-id", name, *extra, group=group)
     for w in workers.values():
         w.wait()
     return workers
