@@ -130,6 +130,9 @@ def test_dead_letters_carry_kip1034_headers(broker, reference):
         assert h["__streams.errors.exception"] == b"Refused"
         assert h["__streams.errors.topic"] == b"eq.input"
         assert int(h["__streams.errors.partition"]) in range(4)
+        # Keyed ones by the input's key, keyless ones by the input partition's number (never the sticky
+        # partitioner's choice: it can leave a partition in the transaction with no record): the same partition.
+        assert r.partition == int(h["__streams.errors.partition"]), (r.partition, h)
         assert int(h["__streams.errors.offset"]) >= 0
     long = [r for r in recs if len(r.value) == DEAD_LETTER_CAP]
     assert len(long) == 1 and int(dict(long[0].headers)["streamforest.original_bytes"]) == len(POISON[3])
