@@ -90,7 +90,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         commit_interval=args.commit_interval, commit_every=args.commit_every, state_interval=args.state_interval,
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
         exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
-        session_timeout_ms=int(args.session_timeout * 1000), client=_client_settings(args))
+        session_timeout_ms=int(args.session_timeout * 1000), max_poll_interval_ms=int(args.max_poll_interval * 1000),
+        client=_client_settings(args))
     worker = Worker(config, engine_config(args))
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -223,6 +224,9 @@ def register(subparsers: Any) -> None:
                                          "place at once (e.g. the pod name); ids must differ between workers")
     p.add_argument("--session-timeout", type=float, default=10.0,
                    help="seconds without heartbeat before the group gives a dead worker's partitions away")
+    p.add_argument("--max-poll-interval", type=float, default=600.0,
+                   help="seconds between polls before the group gives the worker's partitions away; also how long "
+                        "a join may wait (the rebalance timeout): above the longest a poll's messages take")
     p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
                    help="stop cleanly after this long with nothing consumed (joining or rebalancing not counted)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")

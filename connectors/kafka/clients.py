@@ -41,7 +41,7 @@ def consumer(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
         auto_offset_reset="earliest", isolation_level="read_committed",
         partition_assignment_strategy=[CooperativeStickyAssignor], max_poll_records=config.max_poll_records,
         session_timeout_ms=config.session_timeout_ms, heartbeat_interval_ms=max(500, config.session_timeout_ms // 5),
-        max_poll_interval_ms=600_000, group_instance_id=config.instance_id, **config.client)
+        max_poll_interval_ms=config.max_poll_interval_ms, group_instance_id=config.instance_id, **config.client)
     settings.update(overrides)
     return KafkaConsumer(**settings)
 

@@ -79,6 +79,9 @@ class WorkerConfig:
         Create missing topics (input partitions for outputs and changelog; compaction where it belongs).
     exit_when_idle
         Stop cleanly after this many seconds with nothing consumed (``None``: run until signalled).
+    session_timeout_ms, max_poll_interval_ms
+        How long the group waits for a silent worker's heartbeat, and for its next poll (also how long a join may
+        take: the rebalance timeout), before it gives the worker's partitions away.
     instance_id
         Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
         once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).
@@ -99,6 +102,7 @@ class WorkerConfig:
     exit_when_idle: float | None = None
     max_poll_records: int = 100
     session_timeout_ms: int = 10_000
+    max_poll_interval_ms: int = 600_000
     instance_id: str | None = None
     compression_type: str | None = "lz4"
     client: dict[str, Any] = field(default_factory=dict)
@@ -117,6 +121,9 @@ class WorkerConfig:
                              f"got {self.state_chunk_bytes!r}")
         if self.partitions < 1:
             raise ValueError(f"partitions must be >= 1, got {self.partitions!r}")
+        if not 0 < self.session_timeout_ms <= self.max_poll_interval_ms:
+            raise ValueError(f"need 0 < session_timeout_ms <= max_poll_interval_ms, got {self.session_timeout_ms!r} "
+                             f"and {self.max_poll_interval_ms!r}")
         if self.exit_when_idle is not None and self.exit_when_idle <= 0:
             raise ValueError(f"exit_when_idle must be > 0 seconds, got {self.exit_when_idle!r}")
         unknown = sorted(set(self.client) - set(CLIENT_SETTINGS))

@@ -22,12 +22,14 @@ def test_options_from_environment(monkeypatch):
     monkeypatch.setenv("STREAMFOREST_COMMIT_INTERVAL", "2.5")
     monkeypatch.setenv("STREAMFOREST_CREATE_TOPICS", "true")
     monkeypatch.setenv("STREAMFOREST_FOREST_PARAM", "trees_per_generation=7 max_depth=4")
+    monkeypatch.setenv("STREAMFOREST_MAX_POLL_INTERVAL", "45")
     args = build_parser().parse_args(["kafka", "run", "--commit-interval", "3"])
     assert args.bootstrap_servers == "b1:9092,b2:9092"
     assert args.guarantee == "at-least-once"
     assert args.commit_interval == 3.0  # the command line wins
     assert args.create_topics is True
     assert args.forest_param == ["trees_per_generation=7", "max_depth=4"]
+    assert args.max_poll_interval == 45.0
 
 
 def test_bad_environment_value_is_a_clear_error(monkeypatch, capsys):
@@ -52,7 +54,8 @@ def test_worker_metric_names():
     assert "streamforest_consumer_lag_records" in names  # the worker's, with topic and partition labels
 
 
-@pytest.mark.parametrize("bad", [["--commit-interval", "0"], ["--state-chunk-bytes", "10"]])
+@pytest.mark.parametrize("bad", [["--commit-interval", "0"], ["--state-chunk-bytes", "10"],
+                                 ["--session-timeout", "30", "--max-poll-interval", "20"]])
 def test_bad_options_refused(bad, capsys):
     assert main(["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", *bad]) == 1
     assert capsys.readouterr().err.startswith("streamforest kafka:")

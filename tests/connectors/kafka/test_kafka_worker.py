@@ -332,3 +332,13 @@ def test_broker_restart_mid_run(broker, reference):
     for key in want:
         assert got[key] == want[key], f"{key}\n{w.log()}"
     _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+
+
+def test_consumer_takes_the_group_timeouts(broker):
+    """``--session-timeout`` and ``--max-poll-interval`` reach the group consumer (the latter was fixed at 600 s)."""
+    config = WorkerConfig(bootstrap_servers=broker.bootstrap, session_timeout_ms=7_000, max_poll_interval_ms=45_000)
+    c = clients.consumer(config)
+    try:
+        assert (c.config["session_timeout_ms"], c.config["max_poll_interval_ms"]) == (7_000, 45_000)
+    finally:
+        c.close()
