@@ -160,18 +160,13 @@ class TrackedProducer:
         self.futures.append(future)
         return future
 
-    def send_records(self, records: Iterable[tuple[str, bytes | None, bytes | None, list]],
-                     keyless_partition: int = 0) -> Counter[str]:
+    def send_records(self, records: Iterable[tuple[str, bytes | None, bytes | None, list]], *,
+                     keyless_partition: int) -> Counter[str]:
         """Send ``(topic, key, value, headers)`` records; returns how many went to each topic. A keyed record goes
-        to the partition kafka-python's default partitioner picks (:func:`key_partition`), given explicitly; a
-        keyless one (a dead letter of an unkeyed message) to ``keyless_partition`` modulo the topic's partitions.
-
-        Never the sticky partitioner's choice for keyless records: it adds a partition to the transaction, then may
-        move the record to another one when a new batch starts, leaving a partition in the transaction with no
-        record. Kafka writes a marker there anyway; noida-db 0.2.3 answers the commit with INVALID_TXN_STATE once
-        that partition holds an aborted transaction of the same producer (after a crash), and stops marking the
-        transaction's other partitions: a half-committed transaction. The input partition's number also keeps
-        where a dead letter lands deterministic."""
+        to the partition kafka-python's default partitioner picks (:func:`key_partition`), a keyless one (a dead
+        letter of an unkeyed message) to ``keyless_partition`` modulo the topic's partitions: both given
+        explicitly. The sticky partitioner can leave a partition in a transaction with no record, which noida-db
+        half-commits after a crash (docs/kafka.md)."""
         send, futures = self.producer.send, self.futures
         partitions: dict[str, list[int]] = {}  # per call: a topic's partitions can grow between calls
         per_topic: Counter[str] = Counter()
