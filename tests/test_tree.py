@@ -8,7 +8,7 @@ from helpers import Binned, bin_columns, grid_values, grow_tree, tree_values
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from streamforest.tree import route
-from streamforest.tree.model import Trees, concat
+from streamforest.tree.model import ARRAYS, Trees, concat, grow
 
 # ----------------------------------------------------------------------------- comparison helpers
 
@@ -414,3 +414,36 @@ def test_splits_of_large_nodes_are_the_best_ones(task):
             go_left = data.Xb[f, members] <= t
             node_of[np.flatnonzero(members)] = np.where(go_left, trees.left[node], trees.right[node])
     assert checked >= 3 and depth.max() == 3
+
+
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_untracked_histograms_of_large_nodes_grow_the_same_trees(task):
+    # Nodes of at least `dense_from` samples fill histograms without tracking the bins they touch and scan every
+    # bin; smaller ones track them. Per-split feature draws (2 of 6) keep histogram subtraction out of the way, and
+    # the columns hold missing values and a nominal one, so every scan (two statistics, general, nominal) is reached.
+    rng = np.random.default_rng(17)
+    n = 3000
+    X = rng.normal(size=(n, 5))
+    X[rng.random((n, 5)) < np.array([0.0, 0.2, 0.0, 0.05, 0.0])] = np.nan
+    cats = rng.choice(np.array(list("abcdefgh")), size=n)
+    signal = np.nan_to_num(X[:, 0] + X[:, 1]) + (cats < "d") + rng.normal(scale=0.5, size=n)
+    data = bin_columns([X[:, j] for j in range(5)] + [cats], kinds=[None] * 5 + ["nominal"])
+    if task == "regression":
+        y_cls, y_reg, n_classes = np.zeros(n, dtype=np.int32), signal, 0
+    else:
+        y_cls = np.digitize(signal, [0.5] if task == "binary" else [-0.5, 1.0]).astype(np.int32)
+        y_reg, n_classes = np.zeros(n), int(y_cls.max()) + 1
+    sub = np.arange(6, dtype=np.int64)
+
+    def grown(dense_from: int) -> Trees:
+        return grow(data.Xb, n, y_cls, y_reg, n_classes, [sub] * 4, np.arange(1, 5, dtype=np.uint64), data.is_nominal,
+                    max_depth=12, min_samples_leaf=2, split_features=2, min_category_weight=5.0,
+                    dense_from=dense_from)
+
+    tracked = grown(n + 1)
+    assert tracked.weight[tracked.left >= 0].max() >= 1000  # large nodes exist
+    assert tracked.nominal.any() and tracked.missing_left.any()
+    for dense_from in (256, 1):
+        dense = grown(dense_from)
+        for name in (*ARRAYS, "offsets"):
+            np.testing.assert_array_equal(getattr(dense, name), getattr(tracked, name), err_msg=name)

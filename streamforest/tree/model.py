@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 from streamforest.threads import threads_for
-from streamforest.tree.grow import GrowData, GrownNodes, GrowSettings, TreePlans, grow_trees
+from streamforest.tree.grow import DENSE_FROM, GrowData, GrownNodes, GrowSettings, TreePlans, grow_trees
 
 
 @njit(cache=True)
@@ -134,13 +134,15 @@ def grow(
     split_features: int | np.ndarray = 0,
     bootstrap: bool = True,
     min_category_weight: float = 0.0,
+    dense_from: int = DENSE_FROM,
 ) -> Trees:
     """Grow one tree per subspace on the first ``n_samples`` columns of ``Xb`` (feature-major bins).
 
     ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``. In a node,
     categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
     ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
-    all of them.
+    all of them. ``dense_from`` is the node size from which histograms are filled without tracking the bins they
+    touch: a speed setting that never changes the trees.
     """
     n_trees = len(subspaces)
     is_reg = n_classes == 0
@@ -167,7 +169,8 @@ def grow(
         n_nodes=np.zeros(n_trees, dtype=np.int64),
     )
     data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
-    settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight))
+    settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight),
+                            int(dense_from))
     with threads_for(int(n_samples), n_trees):
         grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks), out)
     n_nodes = out.n_nodes
