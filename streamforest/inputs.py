@@ -142,14 +142,16 @@ class FeatureColumns:
 
     def _bin_mapping(self, X: Mapping, what: str) -> np.ndarray:
         names = [str(k) for k in X.keys()]
-        known = set(self.names)
-        unknown = [k for k in names if k not in known]
-        if unknown:
-            raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
-        given = set(names)
-        missing = [k for k in self.names if k not in given]
-        if missing:
-            raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
+        # Keys in the forest's own order (one sample at a time from the River adapter) need no set arithmetic.
+        if names != self.names:
+            known = set(self.names)
+            unknown = [k for k in names if k not in known]
+            if unknown:
+                raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
+            given = set(names)
+            missing = [k for k in self.names if k not in given]
+            if missing:
+                raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
         by_name = {str(k): k for k in X.keys()}
         row = [X[by_name[name]] for name in self.names]
         if all(isinstance(v, _SCALARS) for v in row):

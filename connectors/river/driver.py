@@ -158,10 +158,7 @@ class ForestDriver:
         if added:
             self._in_forest = np.concatenate([self._in_forest, np.zeros(len(added), dtype=np.bool_)])
             self._pending = np.concatenate([self._pending, np.asarray(added, dtype=np.int64)])
-        # A generation on a window is a few milliseconds of work: on one thread it never waits for a busy core
-        # (measured on 2 shared cores: twice the samples per second of the parallel kernels under load).
-        with single_thread():
-            self._schedule(target)
+        self._schedule(target)
 
     def _schedule(self, target: float | int) -> None:
         w = self.window
@@ -191,10 +188,21 @@ class ForestDriver:
         if ready is not None and ready.size:
             self._add_keys(ready)
         elif refresh:
-            self._set_samples()
-            self.forest.refresh()
-            self._last_growth = w.n_seen
+            self._refresh()
 
+    # The methods that grow or score a batch run on one thread (single_thread as a decorator): a generation on a
+    # window is a few milliseconds of work, and on one thread it never waits for a busy core (measured on 2 shared
+    # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
+    # thread count at all (that cost 10% of the time of a stream).
+
+    @single_thread()
+    def _refresh(self) -> None:
+        """A generation with no forced feature on the window."""
+        self._set_samples()
+        self.forest.refresh()
+        self._last_growth = self.window.n_seen
+
+    @single_thread()
     def _drifted(self, keep: int) -> None:
         """The error has risen: forget all but the ``keep`` samples since, and follow them at once with refreshes of
         the current forest (its bins were learned on many samples); once the window holds ``grace_period`` samples
@@ -205,10 +213,9 @@ class ForestDriver:
         self._restart_due = True
         self._errors[:] = np.nan
         self._detector = self._new_detector()
-        self._set_samples()
-        self.forest.refresh()
-        self._last_growth = w.n_seen
+        self._refresh()
 
+    @single_thread()
     def _detect(self) -> int:
         """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
         samples came after it (see :meth:`_since_change`), else 0."""
@@ -261,6 +268,7 @@ class ForestDriver:
             oob_score=False, random_state=random_state,
         )
 
+    @single_thread()
     def _start(self) -> bool:
         """The first forest (or a restart): one generation on the window, with the keys present often enough;
         whether it could be grown (it needs two classes and a key)."""
@@ -309,6 +317,7 @@ class ForestDriver:
         columns = {name: w.column(w.index[key], order) for key, name in self._forest_keys}
         self.forest.set_samples(columns, w.labels(order))
 
+    @single_thread()
     def _add_keys(self, ready: np.ndarray) -> None:
         """Keys present in enough samples arrive as features, each with its forced generation."""
         w = self.window

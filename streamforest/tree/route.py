@@ -79,18 +79,23 @@ def _leaves_serial(trees, Xb, m, out):
 def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
     """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
-    kernel = _weighted_values_serial if n_samples < SERIAL_BELOW else _weighted_values
+    tree_weights = np.ascontiguousarray(tree_weights, dtype=np.float64)
+    if n_samples < SERIAL_BELOW:  # no parallel region: no thread count to set (a few microseconds per call)
+        _weighted_values_serial(trees, Xb, n_samples, tree_weights, out)
+        return out
     with threads_for(n_samples, trees.n_trees):
-        kernel(trees, Xb, n_samples, np.ascontiguousarray(tree_weights, dtype=np.float64), out)
+        _weighted_values(trees, Xb, n_samples, tree_weights, out)
     return out
 
 
 def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
     """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
     out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
-    kernel = _leaves_serial if n_samples < SERIAL_BELOW else _leaves
+    if n_samples < SERIAL_BELOW:
+        _leaves_serial(trees, Xb, n_samples, out)
+        return out
     with threads_for(n_samples, trees.n_trees):
-        kernel(trees, Xb, n_samples, out)
+        _leaves(trees, Xb, n_samples, out)
     return out
 
 
