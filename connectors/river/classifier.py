@@ -51,7 +51,12 @@ class ForestClassifier(WindowForest, base.Classifier):
     grace_period
         Samples seen before the first forest is grown.
     refresh_every
-        Samples between two generations grown on the window without a new key (``None``: never).
+        Samples between two generations grown on the window without a new key (``None``: never). Under gradual
+        drift, which the detector does not signal, more frequent refreshes and a smaller window follow the concept
+        closer: on River's RandomRBFDrift (5,000 samples, moving centroids) ROCAUC 0.881 with the defaults, 0.903
+        with ``refresh_every=50`` (ARF: 0.902) and 0.912 with ``window_size=1000`` as well; on stationary streams
+        they changed ROCAUC by at most -0.005 but cost samples per second (``refresh_every=50``: 18-33% fewer on
+        Phishing and Bananas).
     min_key_count
         Samples of the window that must hold a key before it becomes a feature.
     trees_per_generation
