@@ -228,7 +228,6 @@ class RowBinner:
         self.n_features = len(binners)
         numeric = [j for j, b in enumerate(binners) if not b.is_nominal]
         self.numeric = np.array(numeric, dtype=np.int64)
-        self._numeric_list = numeric  # indexing a list of values by a Python list: no conversion per row
         width = max([len(binners[j].edges) for j in numeric], default=0)
         self.edges = np.full((len(numeric), max(width, 1)), np.inf)
         for r, j in enumerate(numeric):
@@ -245,7 +244,7 @@ class RowBinner:
         out = np.empty(self.n_features, dtype=np.uint8)
         if self.numeric.size:
             try:
-                x = np.array([values[j] for j in self._numeric_list], dtype=np.float64)
+                x = np.array([values[j] for j in self.numeric.tolist()], dtype=np.float64)
             except (TypeError, ValueError):
                 return None
             if np.isinf(x).any():

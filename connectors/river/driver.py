@@ -202,7 +202,6 @@ class ForestDriver:
         self.forest.refresh()
         self._last_growth = self.window.n_seen
 
-    @single_thread()
     def _drifted(self, keep: int) -> None:
         """The error has risen: forget all but the ``keep`` samples since, and follow them at once with refreshes of
         the current forest (its bins were learned on many samples); once the window holds ``grace_period`` samples

@@ -32,7 +32,7 @@ _PLAIN_NUMBERS = (float, int, bool)
 
 
 def _is_number(v: Any) -> bool:
-    return type(v) in _PLAIN_NUMBERS or isinstance(v, (bool, np.bool_, numbers.Real))
+    return type(v) in _PLAIN_NUMBERS or isinstance(v, (np.bool_, numbers.Real))
 
 
 class SampleWindow:

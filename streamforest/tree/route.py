@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange
 
@@ -76,26 +78,28 @@ def _leaves_serial(trees, Xb, m, out):
         _leaves_row(trees, Xb, i, out)
 
 
+def _run(serial: Any, parallel: Any, trees: Trees, Xb: np.ndarray, n_samples: int, *args: Any) -> None:
+    """The serial kernel for a small batch, which sets no thread count (a few microseconds per call, per sample for
+    the River adapter), else the parallel one with the threads the work calls for."""
+    if n_samples < SERIAL_BELOW:
+        serial(trees, Xb, n_samples, *args)
+        return
+    with threads_for(n_samples, trees.n_trees):
+        parallel(trees, Xb, n_samples, *args)
+
+
 def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
     """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
     out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
-    tree_weights = np.ascontiguousarray(tree_weights, dtype=np.float64)
-    if n_samples < SERIAL_BELOW:  # no parallel region: no thread count to set (a few microseconds per call)
-        _weighted_values_serial(trees, Xb, n_samples, tree_weights, out)
-        return out
-    with threads_for(n_samples, trees.n_trees):
-        _weighted_values(trees, Xb, n_samples, tree_weights, out)
+    _run(_weighted_values_serial, _weighted_values, trees, Xb, n_samples,
+         np.ascontiguousarray(tree_weights, dtype=np.float64), out)
     return out
 
 
 def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
     """The leaf (local node index) each sample reaches in each tree: shape ``(n_samples, n_trees)``, int32."""
     out = np.empty((n_samples, trees.n_trees), dtype=np.int32)
-    if n_samples < SERIAL_BELOW:
-        _leaves_serial(trees, Xb, n_samples, out)
-        return out
-    with threads_for(n_samples, trees.n_trees):
-        _leaves(trees, Xb, n_samples, out)
+    _run(_leaves_serial, _leaves, trees, Xb, n_samples, out)
     return out
 
 
