@@ -533,9 +533,11 @@ class FeatureStreamForest:
         merged: list[int] = []
         while self.max_generations is not None and len(self._generations) > self.max_generations:
             a, b = self._generations[0], self._generations[1]
+            # Merged before a and b leave the out-of-bag sums, which drops their cached leaves (the merged
+            # generation's are some of theirs).
+            gen = merge(a, b, self.trees_per_generation, born=self.model_version_ + 1)
             self._oob_apply(a, -1.0)
             self._oob_apply(b, -1.0)
-            gen = merge(a, b, self.trees_per_generation, born=self.model_version_ + 1)
             self._graveyard.bury(a, died=self.model_version_ + 1)
             self._graveyard.bury(b, died=self.model_version_ + 1)
             self._generations[:2] = [gen]
@@ -565,6 +567,7 @@ class FeatureStreamForest:
         self._oob = OutOfBag.empty(self.n_samples_, self._n_classes, log_ref)
         for g in self._generations:
             g.in_oob = False
+            g.oob_leaves = None
             g.oob_votes = None
 
     # ------------------------------------------------------------------ more samples, offline fit

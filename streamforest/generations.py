@@ -38,8 +38,11 @@ class Generation:
     # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
     # samples grows the same trees (None, from files saved before it existed: 0 for every tree).
     split_ks: np.ndarray | None = None
-    # This generation's out-of-bag votes and counts on the current samples, kept (within a memory budget, see
-    # :mod:`streamforest.oob`) so that pruning or merging it away does not route the samples through its trees again.
+    # The out-of-bag leaf of every tree and current sample (-1: in bag), kept (within a memory budget, see
+    # :mod:`streamforest.oob`) so that pruning it, or merging it into a generation made of some of its trees, does
+    # not route the samples through its trees again.
+    oob_leaves: np.ndarray | None = field(default=None, repr=False)
+    # And their sums per sample (votes, counts), so that pruning or merging it away adds nothing up again.
     oob_votes: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False)
     _importance: np.ndarray | None = field(default=None, repr=False)
 
@@ -48,10 +51,10 @@ class Generation:
             self.split_ks = np.zeros(self.trees.n_trees, dtype=np.int64)
 
     def __deepcopy__(self, memo: dict) -> Generation:
-        """A copy sharing the arrays: trees, subspaces, seeds and cached votes are never changed in place (regrowing
-        or dropping them replaces them), so only the containers and scalars are the copy's own. This makes copying
-        a forest (the engine's validate-then-apply copies it before every change) a memcpy of its few mutable
-        arrays, not one copy per tree array."""
+        """A copy sharing the arrays: trees, subspaces, seeds and cached out-of-bag leaves are never changed in
+        place (regrowing or dropping them replaces them), so only the containers and scalars are the copy's own. This
+        makes copying a forest (the engine's validate-then-apply copies it before every change) a memcpy of its few
+        mutable arrays, not one copy per tree array."""
         return dataclasses.replace(self, forced=list(self.forced), subspaces=list(self.subspaces))
 
     @property
@@ -65,14 +68,20 @@ class Generation:
         self.born = born
 
     def importance(self, n_features: int) -> np.ndarray:
-        """Mean normalised impurity-decrease importance over the generation's trees (cached: trees never change
-        in place; regrowing replaces them and clears the cache)."""
+        """Mean normalised impurity-decrease importance over the generation's trees, for the first ``n_features``
+        features."""
+        out = np.zeros(n_features)
+        own = self._own_importance()
+        k = min(n_features, own.size)
+        out[:k] = own[:k]
+        return out
+
+    def _own_importance(self) -> np.ndarray:
+        """:meth:`importance` up to the last feature the trees split on (cached: trees never change in place;
+        regrowing replaces them and clears the cache)."""
         if self._importance is None:
             self._importance = self.trees.importances(int(max(self.trees.feature.max(initial=-1) + 1, 1))).mean(0)
-        out = np.zeros(n_features)
-        k = min(n_features, self._importance.size)
-        out[:k] = self._importance[:k]
-        return out
+        return self._importance
 
 
 def weight_shares(generations: list[Generation]) -> np.ndarray:
@@ -94,10 +103,16 @@ def tree_weights(generations: list[Generation]) -> np.ndarray:
 def importance(generations: list[Generation], n_features: int) -> np.ndarray:
     """Share-weighted importances of the generations (per-generation vectors are cached, so this stays cheap
     when thousands of features have arrived)."""
+    out = np.zeros(n_features)
     if not generations:
-        return np.zeros(n_features)
-    w = weight_shares(generations)
-    return sum((s * g.importance(n_features) for g, s in zip(generations, w, strict=True)), np.zeros(n_features))
+        return out
+    # Added in place, generation by generation: the same sums as adding zero-padded vectors, without allocating
+    # one vector per generation (thousands of features, dozens of generations, every arrival).
+    for g, s in zip(generations, weight_shares(generations), strict=True):
+        own = g._own_importance()
+        k = min(n_features, own.size)
+        out[:k] += s * own[:k]
+    return out
 
 
 def merge(a: Generation, b: Generation, n_trees: int, born: int) -> Generation:
@@ -114,6 +129,8 @@ def merge(a: Generation, b: Generation, n_trees: int, born: int) -> Generation:
         seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=born,
         split_ks=np.concatenate([a.split_ks[:n_a], b.split_ks[:n_b]]),
         in_oob=a.in_oob and b.in_oob,
+        oob_leaves=None if a.oob_leaves is None or b.oob_leaves is None else np.concatenate(
+            [a.oob_leaves[:n_a], b.oob_leaves[:n_b]]),
     )
 
 

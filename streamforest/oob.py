@@ -17,8 +17,13 @@ from streamforest.growth import TrainingSet
 from streamforest.metrics import log_loss, r2, roc_auc
 from streamforest.tree import route
 
-#: Memory for the alive generations' cached out-of-bag votes (beyond it they are recomputed when needed).
+#: Memory for the alive generations' cached out-of-bag leaves and votes (beyond it they are routed again when needed).
 OOB_CACHE_BYTES = 128 * 2**20
+
+
+def _cache_bytes(gen: Generation) -> int:
+    leaves, votes = gen.oob_leaves, gen.oob_votes
+    return (0 if leaves is None else leaves.nbytes) + (0 if votes is None else votes[0].nbytes + votes[1].nbytes)
 
 
 def metric_name(task: str, n_classes: int) -> str:
@@ -51,16 +56,21 @@ class OutOfBag:
         count against the memory budget."""
         if not gen.in_oob:
             return
+        leaves = gen.oob_leaves
         if gen.oob_votes is not None:
             votes, counts = gen.oob_votes
         else:
-            votes, counts = route.out_of_bag(
-                gen.trees, training.columns, training.n_samples, training.y_cls, training.n_classes, gen.seeds
-            )
-        # Recomputing gives the very same numbers, so whether a generation is cached changes speed, never results.
-        cached = sum(g.oob_votes[0].nbytes + g.oob_votes[1].nbytes for g in alive
-                     if g.oob_votes is not None and g is not gen)
-        keep = sign > 0 and cached + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
+            if leaves is None:
+                leaves = route.out_of_bag_leaves(
+                    gen.trees, training.columns, training.n_samples, training.y_cls, training.n_classes, gen.seeds
+                )
+            votes, counts = route.out_of_bag_votes(gen.trees, leaves)
+        # Routing again gives the very same leaves and votes, so whether a generation is cached changes speed, never
+        # results.
+        cached = sum(_cache_bytes(g) for g in alive if g is not gen)
+        keep = sign > 0 and leaves is not None and \
+            cached + leaves.nbytes + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
+        gen.oob_leaves = leaves if keep else None
         gen.oob_votes = (votes, counts) if keep else None
         if sign > 0 and gen.log_weight > self.log_ref:
             scale = math.exp(self.log_ref - gen.log_weight) if self.count.any() else 0.0

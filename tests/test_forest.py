@@ -238,6 +238,25 @@ def test_out_of_bag_score_matches_a_computation_from_scratch(kw):
     assert reports[-1].oob_after == pytest.approx(roc_auc_score(y[seen], proba[seen]), rel=1e-9)
 
 
+def test_cached_out_of_bag_leaves_give_the_same_sums_as_routing_again(monkeypatch):
+    # Merges take some trees of two generations: their cached leaves must be exactly those trees' leaves.
+    X, y = wide_stream(n=300, d=24)
+
+    def run():
+        f = FeatureStreamForest(trees_per_generation=6, max_depth=4, max_generations=4, random_state=2)
+        reports = feed(f, X, y)
+        return f, [r.oob_after for r in reports], sum(len(r.merged) for r in reports)
+
+    cached, cached_scores, n_merged = run()
+    monkeypatch.setattr("streamforest.oob.OOB_CACHE_BYTES", 0)
+    routed, routed_scores, _ = run()
+    assert n_merged > 5
+    assert cached_scores == routed_scores
+    assert np.array_equal(cached.state().oob_sum, routed.state().oob_sum)
+    assert all(g.oob_leaves is None for g in routed.state().generations)
+    assert all(g.oob_leaves is not None for g in cached.state().generations)
+
+
 def test_forest_trees_respect_depth_and_leaf_size():
     X, y = wide_stream(n=400, d=6)
     f = FeatureStreamForest(trees_per_generation=6, max_depth=3, min_samples_leaf=12, split_features=0.5,

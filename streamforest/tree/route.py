@@ -112,36 +112,56 @@ def _inbag(n, y_cls, n_classes, stratified, seeds, out):
 
 
 @njit(parallel=True, cache=True)
-def _oob(trees, Xb, n, inbag, out, count):
-    n_trees = trees.offsets.shape[0] - 1
-    n_out = trees.value.shape[1]
+def _oob_leaves(trees, Xb, n, inbag, leaves):
     # Blocks of samples, each taken through one tree at a time: a tree reads a few feature rows, and consecutive
     # samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
     n_blocks = (n + _BLOCK - 1) // _BLOCK
     for blk in prange(n_blocks):
-        for t in range(n_trees):
+        for t in range(trees.offsets.shape[0] - 1):
             base = trees.offsets[t]
             for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
-                if inbag[t, i]:
+                leaves[t, i] = -1 if inbag[t, i] else leaf_of(trees, Xb, i, base)
+
+
+@njit(parallel=True, cache=True)
+def _oob_votes(trees, leaves, out, count):
+    n = leaves.shape[1]
+    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    for blk in prange(n_blocks):
+        for t in range(leaves.shape[0]):
+            base = trees.offsets[t]
+            for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+                leaf = leaves[t, i]
+                if leaf < 0:
                     continue
-                leaf = leaf_of(trees, Xb, i, base)
                 count[i] += 1.0
-                for k in range(n_out):
+                for k in range(trees.value.shape[1]):
                     out[i, k] += trees.value[base + leaf, k]
 
 
-def out_of_bag(
+def out_of_bag_leaves(
     trees: Trees, Xb: np.ndarray, n_samples: int, y_cls: np.ndarray, n_classes: int, seeds: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per training sample, the sum of leaf values over the trees it was out of bag for, and how many trees.
+) -> np.ndarray:
+    """Per tree and training sample, the leaf the sample reaches if the tree left it out of bag, else -1: shape
+    ``(n_trees, n_samples)``, int32.
 
     The in-bag draws are regenerated from the trees' seeds (the same draws they were grown on), so nothing per tree
     and sample has to be stored.
     """
     inbag = np.empty((len(seeds), n_samples), dtype=np.bool_)
-    out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
-    count = np.zeros(n_samples, dtype=np.float64)
+    leaves = np.empty((len(seeds), n_samples), dtype=np.int32)
     with threads_for(n_samples, len(seeds)):
         _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
-        _oob(trees, Xb, n_samples, inbag, out, count)
+        _oob_leaves(trees, Xb, n_samples, inbag, leaves)
+    return leaves
+
+
+def out_of_bag_votes(trees: Trees, leaves: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per training sample, the sum of leaf values over the trees it was out of bag for, and how many trees, from
+    :func:`out_of_bag_leaves` (a tree's votes are added in tree order, whatever trees the batch was taken from)."""
+    n_samples = leaves.shape[1]
+    out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
+    count = np.zeros(n_samples, dtype=np.float64)
+    with threads_for(n_samples, leaves.shape[0]):
+        _oob_votes(trees, leaves, out, count)
     return out, count
