@@ -22,7 +22,7 @@ from numba import njit, prange
 from streamforest.binning import MISSING_BIN
 from streamforest.rng import mix64
 from streamforest.tree.model import Trees
-from streamforest.tree.route import goes_left
+from streamforest.tree.walk import goes_left
 
 #: Width of the hashed encodings unless told otherwise.
 DEFAULT_N_COMPONENTS = 2**18

@@ -447,9 +447,10 @@ class FeatureStreamForest:
         return growth.TrainingSet(self._store.data, self._store.n_samples, self._y_cls, self._y_reg,
                                   self._n_classes, self._columns.is_nominal())
 
-    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray) -> Trees:
+    def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray,
+              oob_leaves: np.ndarray | None = None) -> Trees:
         settings = growth.TreeSettings(self.max_depth, self.min_samples_leaf, self.min_category_size)
-        return growth.grow_trees(self._training(), subspaces, seeds, split_ks, settings)
+        return growth.grow_trees(self._training(), subspaces, seeds, split_ks, settings, oob_leaves)
 
     def _capped(self) -> bool:
         return sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)
@@ -490,9 +491,11 @@ class FeatureStreamForest:
             split_ks = np.full(len(subspaces), k, dtype=np.int64)
         else:
             split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
-        trees = self._grow(subspaces, seeds, split_ks)
+        # The out-of-bag leaves come with the trees (routed by the threads that grew them), for the sums below.
+        leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
+        trees = self._grow(subspaces, seeds, split_ks, leaves)
         gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
-                         split_ks=split_ks)
+                         split_ks=split_ks, oob_leaves=leaves)
         self._generations.append(gen)
         self._packed = None
         self._oob_apply(gen, +1.0)

@@ -80,11 +80,12 @@ def split_counts(split_features: float | str | None, subspaces: list[np.ndarray]
 
 
 def grow_trees(training: TrainingSet, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray,
-               settings: TreeSettings) -> Trees:
-    """One tree per subspace, grown on the training samples."""
+               settings: TreeSettings, oob_leaves: np.ndarray | None = None) -> Trees:
+    """One tree per subspace, grown on the training samples (``oob_leaves``: see
+    :func:`~streamforest.tree.model.grow`)."""
     return grow(
         training.columns, training.n_samples, training.y_cls, training.y_reg, training.n_classes, subspaces, seeds,
         training.is_nominal, max_depth=settings.max_depth if settings.max_depth is not None else 10_000,
         min_samples_leaf=settings.min_samples_leaf, split_features=split_ks,
-        min_category_weight=settings.min_category_size,
+        min_category_weight=settings.min_category_size, oob_leaves=oob_leaves,
     )

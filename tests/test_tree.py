@@ -447,3 +447,30 @@ def test_untracked_histograms_of_large_nodes_grow_the_same_trees(task):
         dense = grown(dense_from)
         for name in (*ARRAYS, "offsets"):
             np.testing.assert_array_equal(getattr(dense, name), getattr(tracked, name), err_msg=name)
+
+
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task):
+    # Each tree routes the samples it left out just after growing; the same leaves as routing the grown trees from
+    # their seeds' draws (missing values and a nominal column included).
+    rng = np.random.default_rng(5)
+    n = 700
+    X = rng.normal(size=(n, 3))
+    X[rng.random((n, 3)) < 0.1] = np.nan
+    cats = rng.choice(np.array(list("abcdef")), size=n)
+    signal = np.nan_to_num(X[:, 0]) + (cats < "c") + rng.normal(scale=0.3, size=n)
+    data = bin_columns([X[:, j] for j in range(3)] + [cats], kinds=[None] * 3 + ["nominal"])
+    if task == "regression":
+        y_cls, y_reg, n_classes = np.zeros(n, dtype=np.int32), signal, 0
+    else:
+        y_cls, y_reg, n_classes = (signal > 0.5).astype(np.int32), np.zeros(n), 2
+    seeds = np.arange(10, 16, dtype=np.uint64)
+    subs = [np.arange(4, dtype=np.int64), np.array([0, 3], dtype=np.int64)] * 3
+    leaves = np.full((len(seeds), n), -7, dtype=np.int32)
+    trees = grow(data.Xb, n, y_cls, y_reg, n_classes, subs, seeds, data.is_nominal, max_depth=8,
+                 min_samples_leaf=2, split_features=2, oob_leaves=leaves)
+    routed = route.out_of_bag_leaves(trees, data.Xb, n, y_cls, n_classes, seeds)
+    np.testing.assert_array_equal(leaves, routed)
+    out = leaves >= 0
+    assert 0.3 < out.mean() < 0.45  # about e^-1 of the samples are out of each tree's bag
+    assert (trees.left[trees.offsets[:-1, None] + np.where(out, leaves, 0)][out] == -1).all()  # leaves

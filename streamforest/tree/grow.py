@@ -18,6 +18,7 @@ from numba import njit, prange
 
 from streamforest.binning import MISSING_BIN
 from streamforest.rng import next_below
+from streamforest.tree.walk import leaf_of
 
 LEAF = -1
 
@@ -267,12 +268,26 @@ class GrownNodes(NamedTuple):
     gain: np.ndarray
     weight: np.ndarray
     n_nodes: np.ndarray
+    oob_leaf: np.ndarray  # (n_trees, n) int32: each sample's leaf in a tree that left it out of bag, else -1;
+    # shape (0, 0) when not wanted
+
+
+class _TreeRow(NamedTuple):
+    """One tree of :class:`GrownNodes`, as :func:`~streamforest.tree.walk.leaf_of` reads trees."""
+
+    feature: np.ndarray
+    threshold: np.ndarray
+    missing_left: np.ndarray
+    nominal: np.ndarray
+    cats: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
 
 
 @njit(inline="always")
 def _in_bag(data, bootstrap, state):
     """The in-bag samples with their weight, class and weighted target side by side (the histogram loops then read
-    them in order and gather only the bins), and how many there are."""
+    them in order and gather only the bins), how many there are, and every sample's draw count."""
     n = data.n
     is_reg = data.is_reg
     if bootstrap:
@@ -293,7 +308,7 @@ def _in_bag(data, bootstrap, state):
             else:
                 ic[m] = data.y_cls[i]
             m += 1
-    return (idx, iw, ic, iwy), m
+    return (idx, iw, ic, iwy), m, w
 
 
 @njit(inline="always")
@@ -590,7 +605,7 @@ def _grow_one(data, settings, plans, t, out):
     max_depth = settings.max_depth
     cap = settings.cap
     n_stats = 2 if is_reg else n_classes
-    samples, m = _in_bag(data, settings.bootstrap, state)
+    samples, m, drawn = _in_bag(data, settings.bootstrap, state)
     tmp = (np.empty(m, dtype=np.int64), np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64),
            np.empty(m, dtype=np.float64))
 
@@ -709,6 +724,13 @@ def _grow_one(data, settings, plans, t, out):
         st_depth[sp] = depth + 1
         st_buf[sp] = buf_l
         sp += 1
+
+    # The samples the tree left out, routed while its nodes are in cache (and its draws at hand).
+    if out.oob_leaf.shape[0] > 0:
+        row = _TreeRow(out.feature[t], out.threshold[t], out.missing_left[t], out.nominal[t], out.cats[t],
+                       out.left[t], out.right[t])
+        for i in range(data.n):
+            out.oob_leaf[t, i] = -1 if drawn[i] > 0 else leaf_of(row, data.Xb, i, 0)
     return n_nodes
 
 

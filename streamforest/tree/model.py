@@ -88,8 +88,8 @@ class Trees(NamedTuple):
         split = self.feature >= 0
         # bincount adds the gains in node order, as np.add.at would, an order of magnitude faster.
         cell = tree_of_node[split] * n_features + self.feature[split]
-        out = np.bincount(cell, weights=self.gain[split], minlength=self.n_trees * n_features).reshape(
-            self.n_trees, n_features)
+        out = np.bincount(cell, weights=self.gain[split], minlength=self.n_trees * n_features).astype(
+            np.float64, copy=False).reshape(self.n_trees, n_features)  # (an integer array when nothing splits)
         sums = out.sum(axis=1, keepdims=True)
         np.divide(out, sums, out=out, where=sums > 0)
         return out
@@ -142,6 +142,7 @@ def grow(
     bootstrap: bool = True,
     min_category_weight: float = 0.0,
     dense_from: int = DENSE_FROM,
+    oob_leaves: np.ndarray | None = None,
 ) -> Trees:
     """Grow one tree per subspace on the first ``n_samples`` columns of ``Xb`` (feature-major bins).
 
@@ -149,7 +150,9 @@ def grow(
     categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
     ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
     all of them. ``dense_from`` is the node size from which histograms are filled without tracking the bins they
-    touch: a speed setting that never changes the trees.
+    touch: a speed setting that never changes the trees. ``oob_leaves``, an ``(n_trees, n_samples)`` int32 array,
+    receives what :func:`~streamforest.tree.route.out_of_bag_leaves` would compute for the grown trees (each tree's
+    thread routes the samples it left out just after growing it).
     """
     n_trees = len(subspaces)
     is_reg = n_classes == 0
@@ -174,6 +177,7 @@ def grow(
         gain=np.zeros((n_trees, cap), dtype=np.float64),
         weight=np.zeros((n_trees, cap), dtype=np.float64),
         n_nodes=np.zeros(n_trees, dtype=np.int64),
+        oob_leaf=oob_leaves if oob_leaves is not None else np.empty((0, 0), dtype=np.int32),
     )
     data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
     settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight),

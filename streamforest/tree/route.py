@@ -7,35 +7,12 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from streamforest.binning import MISSING_BIN
 from streamforest.threads import SERIAL_BELOW, threads_for
 from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
+from streamforest.tree.walk import leaf_of
 
 _BLOCK = 256
-
-
-@njit(inline="always")
-def goes_left(trees, g, b) -> bool:
-    """Whether bin ``b`` goes left at node ``g`` (a global node index)."""
-    if b == MISSING_BIN:
-        return trees.missing_left[g] == 1
-    if trees.nominal[g] == 1:
-        return ((trees.cats[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
-    return b <= trees.threshold[g]
-
-
-@njit(inline="always")
-def leaf_of(trees, Xb, i, base) -> int:
-    """The leaf (local index) sample ``i`` reaches in the tree whose nodes start at ``base``."""
-    node = 0
-    while trees.left[base + node] >= 0:
-        g = base + node
-        if goes_left(trees, g, Xb[trees.feature[g], i]):
-            node = trees.left[g]
-        else:
-            node = trees.right[g]
-    return node
 
 
 @njit(inline="always")
