@@ -24,7 +24,16 @@ from streamforest.binning import ColumnBinner
 from streamforest.bookkeeping import WeightLedger
 from streamforest.columns import ColumnStore
 from streamforest.encoding import DEFAULT_N_COMPONENTS
-from streamforest.generations import DELTA_WINDOW, Generation, Graveyard, merge, pack, tree_weights, weight_shares
+from streamforest.generations import (
+    DELTA_WINDOW,
+    Generation,
+    Graveyard,
+    feature_importance,
+    merge,
+    pack,
+    tree_weights,
+    weight_shares,
+)
 from streamforest.generations import importance as generation_importance
 from streamforest.inputs import FeatureColumns
 from streamforest.oob import OutOfBag, metric_name
@@ -510,7 +519,7 @@ class FeatureStreamForest:
         merged = self._enforce_budget()
         after = self._oob_value()
         share = float(weight_shares(self._generations)[-1])
-        importance = float(self._importance_vector()[-1]) if feature else 0.0
+        importance = feature_importance(self._generations, self.n_features_in_ - 1) if feature else 0.0
         self._bump_version()
         return FeatureReport(
             feature=feature, generation=gen.id, log_weight=gen.log_weight, weight_share=share, n_trees=gen.n_trees,

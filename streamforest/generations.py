@@ -115,6 +115,16 @@ def importance(generations: list[Generation], n_features: int) -> np.ndarray:
     return out
 
 
+def feature_importance(generations: list[Generation], feature: int) -> float:
+    """``importance(generations, n)[feature]``, the same sum, without the other features'."""
+    out = 0.0
+    for g, s in zip(generations, weight_shares(generations), strict=True):
+        own = g._own_importance()
+        if feature < own.size:
+            out += s * own[feature]
+    return float(out)
+
+
 def merge(a: Generation, b: Generation, n_trees: int, born: int) -> Generation:
     """One generation for two: ``n_trees`` trees drawn from each in proportion to its weight, with the sum of their
     weights, so that each tree stands for the same weight as before in expectation (the bookkeeping holds)."""

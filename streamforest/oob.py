@@ -46,6 +46,8 @@ class OutOfBag:
         self.sum = votes
         self.count = counts
         self.log_ref = log_ref
+        # The last score, until the sums change: a feature's "before" score is the previous one's "after".
+        self._scored: tuple[tuple[str, int], float | None] | None = None
 
     @classmethod
     def empty(cls, n_samples: int, n_classes: int, log_ref: float) -> OutOfBag:
@@ -56,6 +58,7 @@ class OutOfBag:
         count against the memory budget."""
         if not gen.in_oob:
             return
+        self._scored = None
         leaves = gen.oob_leaves
         if gen.oob_votes is not None:
             votes, counts = gen.oob_votes
@@ -83,6 +86,13 @@ class OutOfBag:
 
     def score(self, task: str, n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> float | None:
         """The metric on the samples some tree left out (None with fewer than two)."""
+        if self._scored is not None and self._scored[0] == (task, n_classes):
+            return self._scored[1]
+        value = self._score(task, n_classes, y_cls, y_reg)
+        self._scored = ((task, n_classes), value)
+        return value
+
+    def _score(self, task: str, n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> float | None:
         if not self.count.size:
             return None
         top = float(self.count.max())

@@ -187,5 +187,6 @@ def grow(
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])
-    parts = {name: np.concatenate([getattr(out, name)[t, : n_nodes[t]] for t in range(n_trees)]) for name in ARRAYS}
-    return Trees(offsets=offsets, **parts)
+    # Each tree's row up to its node count, rows end to end: one boolean take per array.
+    grown = np.arange(cap) < n_nodes[:, None]
+    return Trees(offsets=offsets, **{name: getattr(out, name)[grown] for name in ARRAYS})
