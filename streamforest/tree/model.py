@@ -32,6 +32,25 @@ def _parents_and_depths(offsets, left, right, parent, depth):
                     depth[base + c] = depth[base + i] + 1
 
 
+@njit(cache=True)
+def _pack(grown, trees):
+    """Each tree's row of ``grown`` (a :class:`GrownNodes`) up to its node count, rows end to end into ``trees``."""
+    for t in range(grown.n_nodes.shape[0]):
+        a = trees.offsets[t]
+        b = trees.offsets[t + 1]
+        k = b - a
+        trees.feature[a:b] = grown.feature[t, :k]
+        trees.threshold[a:b] = grown.threshold[t, :k]
+        trees.missing_left[a:b] = grown.missing_left[t, :k]
+        trees.nominal[a:b] = grown.nominal[t, :k]
+        trees.cats[a:b] = grown.cats[t, :k]
+        trees.left[a:b] = grown.left[t, :k]
+        trees.right[a:b] = grown.right[t, :k]
+        trees.value[a:b] = grown.value[t, :k]
+        trees.gain[a:b] = grown.gain[t, :k]
+        trees.weight[a:b] = grown.weight[t, :k]
+
+
 ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cats", "left", "right", "value", "gain", "weight")
 
 
@@ -187,6 +206,8 @@ def grow(
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])
-    # Each tree's row up to its node count, rows end to end: one boolean take per array.
-    grown = np.arange(cap) < n_nodes[:, None]
-    return Trees(offsets=offsets, **{name: getattr(out, name)[grown] for name in ARRAYS})
+    rows = {name: getattr(out, name) for name in ARRAYS}
+    packed = Trees(offsets=offsets, **{name: np.empty((int(offsets[-1]), *a.shape[2:]), dtype=a.dtype)
+                                       for name, a in rows.items()})
+    _pack(out, packed)
+    return packed
