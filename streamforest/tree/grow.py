@@ -313,8 +313,8 @@ def _in_bag(data, bootstrap, state):
 
 @njit(inline="always")
 def _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent) -> tuple:
-    """Write node ``node`` as a leaf with its value and weight (a split overwrites it); its statistics go to
-    ``parent``. Returns the node's weight and whether it is pure."""
+    """Write node ``node`` as a leaf with its value and weight, every field of it (a split overwrites some); its
+    statistics go to ``parent``. Returns the node's weight and whether it is pure."""
     _, iw, ic, iwy = samples
     parent[:] = 0.0
     for ii in range(start, end):
@@ -334,6 +334,10 @@ def _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent) -> 
     out.right[t, node] = LEAF
     out.feature[t, node] = -1
     out.gain[t, node] = 0.0
+    out.threshold[t, node] = 0
+    out.missing_left[t, node] = 0
+    out.nominal[t, node] = 0
+    out.cats[t, node, :] = 0
     pure = False
     if not is_reg:
         for k in range(n_classes):

@@ -184,17 +184,18 @@ def grow(
         sizes[t] = len(s)
     cap = node_capacity(n_samples, max_depth, min_samples_leaf)
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
+    # Uninitialised: the kernel writes every field of every node it creates, and only those are packed.
     out = GrownNodes(
         feature=np.empty((n_trees, cap), dtype=np.int32),
-        threshold=np.zeros((n_trees, cap), dtype=np.uint8),
-        missing_left=np.zeros((n_trees, cap), dtype=np.uint8),
-        nominal=np.zeros((n_trees, cap), dtype=np.uint8),
-        cats=np.zeros((n_trees, cap, 4), dtype=np.uint64),
+        threshold=np.empty((n_trees, cap), dtype=np.uint8),
+        missing_left=np.empty((n_trees, cap), dtype=np.uint8),
+        nominal=np.empty((n_trees, cap), dtype=np.uint8),
+        cats=np.empty((n_trees, cap, 4), dtype=np.uint64),
         left=np.empty((n_trees, cap), dtype=np.int32),
         right=np.empty((n_trees, cap), dtype=np.int32),
-        value=np.zeros((n_trees, cap, n_out), dtype=np.float64),
-        gain=np.zeros((n_trees, cap), dtype=np.float64),
-        weight=np.zeros((n_trees, cap), dtype=np.float64),
+        value=np.empty((n_trees, cap, n_out), dtype=np.float64),
+        gain=np.empty((n_trees, cap), dtype=np.float64),
+        weight=np.empty((n_trees, cap), dtype=np.float64),
         n_nodes=np.zeros(n_trees, dtype=np.int64),
         oob_leaf=oob_leaves if oob_leaves is not None else np.empty((0, 0), dtype=np.int32),
     )
