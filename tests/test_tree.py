@@ -348,6 +348,10 @@ def test_take_and_concat_preserve_routing():
     np.testing.assert_allclose(
         route.weighted_values(joined, data.Xb, n, w[[2, 0, 3, 1]]), route.weighted_values(trees, data.Xb, n, w)
     )
+    run = trees.take(np.arange(1, 4))  # consecutive trees: slices of the batch
+    gathered = trees.take(np.array([3, 2, 1])).take(np.array([2, 1, 0]))  # the same trees, node by node
+    for name in (*ARRAYS, "offsets"):
+        np.testing.assert_array_equal(getattr(run, name), getattr(gathered, name), err_msg=name)
 
 
 def test_importances_are_normalised_per_tree():
