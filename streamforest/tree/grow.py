@@ -272,18 +272,6 @@ class GrownNodes(NamedTuple):
     # shape (0, 0) when not wanted
 
 
-class _TreeRow(NamedTuple):
-    """One tree of :class:`GrownNodes`, as :func:`~streamforest.tree.walk.leaf_of` reads trees."""
-
-    feature: np.ndarray
-    threshold: np.ndarray
-    missing_left: np.ndarray
-    nominal: np.ndarray
-    cats: np.ndarray
-    left: np.ndarray
-    right: np.ndarray
-
-
 @njit(inline="always")
 def _in_bag(data, bootstrap, state):
     """The in-bag samples with their weight, class and weighted target side by side (the histogram loops then read
@@ -731,8 +719,10 @@ def _grow_one(data, settings, plans, t, out):
 
     # The samples the tree left out, routed while its nodes are in cache (and its draws at hand).
     if out.oob_leaf.shape[0] > 0:
-        row = _TreeRow(out.feature[t], out.threshold[t], out.missing_left[t], out.nominal[t], out.cats[t],
-                       out.left[t], out.right[t])
+        # The tree's own rows, in the same named tuple: walk.leaf_of reads any tuple with the node arrays.
+        row = GrownNodes(out.feature[t], out.threshold[t], out.missing_left[t], out.nominal[t], out.cats[t],
+                         out.left[t], out.right[t], out.value[t], out.gain[t], out.weight[t], out.n_nodes,
+                         out.oob_leaf)
         for i in range(data.n):
             out.oob_leaf[t, i] = -1 if drawn[i] > 0 else leaf_of(row, data.Xb, i, 0)
     return n_nodes
