@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 # Kernels every run needs (training, out-of-bag scoring, encoding): if these are cached, the others are too.
-_INDICATORS = (("streamforest.tree.grow", "grow_trees"), ("streamforest.tree.route", "_oob"),
+_INDICATORS = (("streamforest.tree.grow", "grow_trees"), ("streamforest.tree.route", "_oob_votes"),
                ("streamforest.encoding", "_encode"))
 
 COMPILE_NOTICE = ("first use: compiling the forest's numba kernels (about a minute, once; "
