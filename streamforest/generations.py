@@ -67,18 +67,9 @@ class Generation:
         self._importance = None
         self.born = born
 
-    def importance(self, n_features: int) -> np.ndarray:
-        """Mean normalised impurity-decrease importance over the generation's trees, for the first ``n_features``
-        features."""
-        out = np.zeros(n_features)
-        own = self._own_importance()
-        k = min(n_features, own.size)
-        out[:k] = own[:k]
-        return out
-
-    def _own_importance(self) -> np.ndarray:
-        """:meth:`importance` up to the last feature the trees split on (cached: trees never change in place;
-        regrowing replaces them and clears the cache)."""
+    def importance(self) -> np.ndarray:
+        """Mean normalised impurity-decrease importance over the generation's trees, up to the last feature they
+        split on (cached: trees never change in place; regrowing replaces them and clears the cache)."""
         if self._importance is None:
             self._importance = self.trees.importances(int(max(self.trees.feature.max(initial=-1) + 1, 1))).mean(0)
         return self._importance
@@ -109,7 +100,7 @@ def importance(generations: list[Generation], n_features: int) -> np.ndarray:
     # Added in place, generation by generation: the same sums as adding zero-padded vectors, without allocating
     # one vector per generation (thousands of features, dozens of generations, every arrival).
     for g, s in zip(generations, weight_shares(generations), strict=True):
-        own = g._own_importance()
+        own = g.importance()
         k = min(n_features, own.size)
         out[:k] += s * own[:k]
     return out
@@ -119,7 +110,7 @@ def feature_importance(generations: list[Generation], feature: int) -> float:
     """``importance(generations, n)[feature]``, the same sum, without the other features'."""
     out = 0.0
     for g, s in zip(generations, weight_shares(generations), strict=True):
-        own = g._own_importance()
+        own = g.importance()
         if feature < own.size:
             out += s * own[feature]
     return float(out)

@@ -89,10 +89,10 @@ class Trees(NamedTuple):
     def take(self, tree_indices: np.ndarray) -> Trees:
         """The listed trees, in that order, as a new batch (sharing this one's arrays for a run of consecutive
         trees: batches are never changed in place)."""
+        tree_indices = np.asarray(tree_indices, dtype=np.int64)
         sizes = np.diff(self.offsets)[tree_indices]
         offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        tree_indices = np.asarray(tree_indices, dtype=np.int64)
         if len(tree_indices) and np.array_equal(tree_indices, np.arange(tree_indices[0], tree_indices[-1] + 1)):
             # A run of consecutive trees (a merge takes the first trees of a generation, then concatenates them):
             # views of one slice per array, which nothing changes in place.
