@@ -1,7 +1,7 @@
 """Generations: the trees grown when one feature arrived, sharing one weight; packed, merged and remembered.
 
-A :class:`Generation` is a batch of flat trees with, per tree, its subspace, seed and per-split feature count, so
-that it can be regrown identically on more samples. :func:`pack` lays the alive generations end to end for
+A :class:`Generation` is a batch of flat trees with, per tree, its subspace, seed, per-split feature count and leaf
+size, so that it can be regrown identically on more samples. :func:`pack` lays the alive generations end to end for
 routing; :func:`merge` folds the two oldest into one when the budget of alive generations is exceeded;
 :class:`Graveyard` keeps removed generations for a while, so that encodings can be patched by a delta.
 """
@@ -38,6 +38,9 @@ class Generation:
     # Features each tree draws at every split (0: its whole subspace), fixed at birth so that regrowing on more
     # samples grows the same trees (None, from files saved before it existed: 0 for every tree).
     split_ks: np.ndarray | None = None
+    # And each tree's least (bootstrap-weighted) samples in a leaf, fixed at birth for the same reason
+    # (min_samples_leaf="auto" depends on the stream's width then).
+    min_leaf: np.ndarray | None = None
     # The out-of-bag leaf of every tree and current sample (-1: in bag), kept (within a memory budget, see
     # :mod:`streamforest.oob`) so that pruning it, or merging it into a generation made of some of its trees, does
     # not route the samples through its trees again.
@@ -129,6 +132,7 @@ def merge(a: Generation, b: Generation, n_trees: int, born: int) -> Generation:
         subspaces=a.subspaces[:n_a] + b.subspaces[:n_b],
         seeds=np.concatenate([a.seeds[:n_a], b.seeds[:n_b]]), born=born,
         split_ks=np.concatenate([a.split_ks[:n_a], b.split_ks[:n_b]]),
+        min_leaf=np.concatenate([a.min_leaf[:n_a], b.min_leaf[:n_b]]),
         in_oob=a.in_oob and b.in_oob,
         oob_leaves=None if a.oob_leaves is None or b.oob_leaves is None else np.concatenate(
             [a.oob_leaves[:n_a], b.oob_leaves[:n_b]]),

@@ -205,8 +205,9 @@ def check_params(p: Mapping[str, Any]) -> None:
         raise ValueError(f"max_features as a share must be in (0, 1], got {mf}")
     if isinstance(mf, (int, np.integer)) and mf < 1:
         raise ValueError(f"max_features as a count must be >= 1, got {mf}")
-    if not (isinstance(p["min_samples_leaf"], (int, float)) and p["min_samples_leaf"] >= 1):
-        raise ValueError(f"min_samples_leaf must be a number >= 1, got {p['min_samples_leaf']!r}")
+    msl = p["min_samples_leaf"]
+    if msl != "auto" and not (isinstance(msl, (int, float)) and not isinstance(msl, bool) and msl >= 1):
+        raise ValueError(f"min_samples_leaf must be a number >= 1 or 'auto', got {msl!r}")
     if not (isinstance(p["min_category_size"], (int, float)) and p["min_category_size"] >= 0):
         raise ValueError(f"min_category_size must be a number >= 0, got {p['min_category_size']!r}")
     sf = p["split_features"]

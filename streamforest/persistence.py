@@ -38,6 +38,8 @@ def state_arrays(state: ForestState) -> tuple[dict[str, np.ndarray], dict[str, A
         arrays[f"{prefix}seeds"] = g.seeds
         if g.split_ks is not None:
             arrays[f"{prefix}split_ks"] = g.split_ks
+        if g.min_leaf is not None:
+            arrays[f"{prefix}min_leaf"] = g.min_leaf
         sizes = np.array([len(s) for s in g.subspaces], dtype=np.int64)
         arrays[f"{prefix}subspace_sizes"] = sizes
         arrays[f"{prefix}subspaces"] = (
@@ -84,7 +86,11 @@ def state_from_arrays(arrays: Any, header: dict[str, Any]) -> ForestState:
                        [s.astype(np.int64) for s in subspaces], np.asarray(arrays[f"{prefix}seeds"]),
                        born=int(g["born"]), in_oob=bool(g.get("in_oob", True)),
                        split_ks=np.asarray(arrays[f"{prefix}split_ks"]).astype(np.int64)
-                       if f"{prefix}split_ks" in arrays else None)
+                       if f"{prefix}split_ks" in arrays else None,
+                       # Files saved before leaf sizes were kept per tree: the forest's one (a number then).
+                       min_leaf=np.asarray(arrays[f"{prefix}min_leaf"]).astype(np.float64)
+                       if f"{prefix}min_leaf" in arrays
+                       else np.full(trees.n_trees, float(header["params"]["min_samples_leaf"])))
         )
     return ForestState(
         params=header["params"], seed=int(header["seed"]),

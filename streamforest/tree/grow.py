@@ -237,20 +237,20 @@ class GrowData(NamedTuple):
 class GrowSettings(NamedTuple):
     bootstrap: bool
     max_depth: int
-    min_samples_leaf: float
     cap: int  # nodes per tree row of the output
     min_category_weight: float
     dense_from: int  # nodes of at least this many in-bag samples fill untracked histograms (see DENSE_FROM)
 
 
 class TreePlans(NamedTuple):
-    """Per tree: its subspace (feature ids, padded with -1), the subspace's size, its seed and how many of its
-    features a split draws (0: all)."""
+    """Per tree: its subspace (feature ids, padded with -1), the subspace's size, its seed, how many of its
+    features a split draws (0: all) and the least (bootstrap-weighted) samples in its leaves."""
 
     subspaces: np.ndarray
     sizes: np.ndarray
     seeds: np.ndarray
     split_ks: np.ndarray
+    min_leaf: np.ndarray
 
 
 class GrownNodes(NamedTuple):
@@ -501,8 +501,8 @@ def _scan_two_stats_bins(j, Hj, parent, parent_score, is_reg, min_samples_leaf, 
 
 
 @njit(inline="always")
-def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings, stored, hist, scan,
-                best_cats):
+def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent, min_leaf, settings, stored, hist,
+                scan, best_cats):
     """The best split of a node among its candidate features: ``(gain, feature slot, threshold bin, missing left,
     nominal)``, slot -1 if none beats a negligible gain; ``best_cats`` holds the left categories of a nominal one.
     ``stored`` is the node's stored histograms (an empty array when they are not kept)."""
@@ -521,27 +521,24 @@ def _best_split(data, feats, cand, n_cand, samples, start, end, n_stats, parent,
         two_stats = not nominal and n_stats == 2
         if stored.shape[0] > 0:
             if two_stats and _weight(stored[j, MISSING_BIN], is_reg) == 0:
-                best = _scan_two_stats_bins(j, stored[j], parent, parent_score, is_reg, settings.min_samples_leaf,
-                                            best, False)
+                best = _scan_two_stats_bins(j, stored[j], parent, parent_score, is_reg, min_leaf, best, False)
                 continue
             n_present = _stored_histogram(stored[j], is_reg, n_stats, miss, cb, hc)
         elif end - start >= settings.dense_from:
             _fill_dense(data.Xb, f, idx, iw, ic, iwy, start, end, is_reg, h)
             if two_stats and _weight(h[MISSING_BIN], is_reg) == 0:
-                best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, settings.min_samples_leaf, best,
-                                            True)
+                best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, min_leaf, best, True)
                 continue
             n_present = _stored_histogram(h, is_reg, n_stats, miss, cb, hc)
             h[:] = 0.0
         else:
             _fill_histogram(data.Xb, f, idx, iw, ic, iwy, start, end, is_reg, miss, seen, h)
             if two_stats and _weight(miss, is_reg) == 0:
-                best = _scan_two_stats_touched(j, seen, h, parent, parent_score, is_reg, settings.min_samples_leaf,
-                                               best)
+                best = _scan_two_stats_touched(j, seen, h, parent, parent_score, is_reg, min_leaf, best)
                 continue
             n_present = _take_present(seen, h, cb, hc)
         best = _scan_general(j, nominal, hc, cb, n_present, miss, parent, parent_score, is_reg, data.n_classes,
-                             n_stats, settings.min_samples_leaf, settings.min_category_weight, scan, best, best_cats)
+                             n_stats, min_leaf, settings.min_category_weight, scan, best, best_cats)
     return best
 
 
@@ -592,6 +589,7 @@ def _grow_one(data, settings, plans, t, out):
     feats = plans.subspaces[t]
     n_feats = plans.sizes[t]
     split_k = plans.split_ks[t]
+    min_leaf = plans.min_leaf[t]
     is_reg = data.is_reg
     n_classes = data.n_classes
     max_depth = settings.max_depth
@@ -647,7 +645,7 @@ def _grow_one(data, settings, plans, t, out):
         buf = st_buf[sp]
 
         W, pure = _make_node(out, t, node, samples, start, end, is_reg, n_classes, parent)
-        if pure or depth >= max_depth or W < 2 * settings.min_samples_leaf or n_nodes + 2 > cap:
+        if pure or depth >= max_depth or W < 2 * min_leaf or n_nodes + 2 > cap:
             if buf >= 0:
                 free[n_free] = buf
                 n_free += 1
@@ -660,7 +658,7 @@ def _grow_one(data, settings, plans, t, out):
 
         n_cand = _draw_candidates(cand, n_feats, split_k, state)
         best_gain, best_j, best_thr, best_missleft, best_nominal = _best_split(
-            data, feats, cand, n_cand, samples, start, end, n_stats, parent, settings,
+            data, feats, cand, n_cand, samples, start, end, n_stats, parent, min_leaf, settings,
             pool[buf] if buf >= 0 else no_store, hist, scan, best_cats)
         if best_j < 0:
             if buf >= 0:

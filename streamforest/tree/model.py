@@ -158,7 +158,7 @@ def grow(
     is_nominal: np.ndarray,
     *,
     max_depth: int,
-    min_samples_leaf: float,
+    min_samples_leaf: float | np.ndarray,
     split_features: int | np.ndarray = 0,
     bootstrap: bool = True,
     min_category_weight: float = 0.0,
@@ -169,6 +169,7 @@ def grow(
 
     ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``. In a node,
     categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
+    ``min_samples_leaf`` (one, or one per tree) is the least bootstrap-weighted samples of a leaf.
     ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
     all of them. ``dense_from`` is the node size from which histograms are filled without tracking the bins they
     touch: a speed setting that never changes the trees. ``oob_leaves``, an ``(n_trees, n_samples)`` int32 array,
@@ -184,7 +185,8 @@ def grow(
     for t, s in enumerate(subspaces):
         sub[t, : len(s)] = s
         sizes[t] = len(s)
-    cap = node_capacity(n_samples, max_depth, min_samples_leaf)
+    min_leaf = np.ascontiguousarray(np.broadcast_to(np.asarray(min_samples_leaf, dtype=np.float64), (n_trees,)))
+    cap = node_capacity(n_samples, max_depth, float(min_leaf.min(initial=np.inf)))
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
     # Uninitialised: the kernel writes every field of every node it creates, and only those are packed.
     out = GrownNodes(
@@ -202,10 +204,9 @@ def grow(
         oob_leaf=oob_leaves if oob_leaves is not None else np.empty((0, 0), dtype=np.int32),
     )
     data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
-    settings = GrowSettings(bool(bootstrap), int(max_depth), float(min_samples_leaf), cap, float(min_category_weight),
-                            int(dense_from))
+    settings = GrowSettings(bool(bootstrap), int(max_depth), cap, float(min_category_weight), int(dense_from))
     with threads_for(int(n_samples), n_trees):
-        grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks), out)
+        grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf), out)
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])

@@ -1,0 +1,100 @@
+"""Wide streams (the subspaces capped): ``min_samples_leaf="auto"`` grows larger leaves from the cap on, and every
+tree keeps the leaf size it was born with through regrowth, merges and files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from streamforest import FeatureStreamForest
+from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED
+from streamforest.persistence import state_arrays, state_from_arrays
+from streamforest.sampling import is_capped
+
+# Capped from the 7th feature on: 2/3 of 7 features is more than a subspace of 4 can hold.
+KW = dict(trees_per_generation=4, max_subspace=4, prune_threshold=0.0, random_state=0)
+
+
+def wide_stream(n: int = 400, d: int = 12, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = (X[:, 0] + X[:, 7] + 0.7 * rng.normal(size=n) > 0).astype(np.int64)
+    return X, y
+
+
+def stream_in(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> FeatureStreamForest:
+    for j in range(X.shape[1]):
+        f.add_feature(f"x{j}", X[:, j], y=y if f.n_features_in_ == 0 else None)
+    return f
+
+
+def leaf_weights(f: FeatureStreamForest) -> list[tuple[float, float]]:
+    """(the tree's leaf size, its lightest leaf) for every alive tree."""
+    out = []
+    for g in f._generations:
+        t = g.trees
+        for k in range(t.n_trees):
+            nodes = slice(t.offsets[k], t.offsets[k + 1])
+            out.append((float(g.min_leaf[k]), float(t.weight[nodes][t.left[nodes] == -1].min())))
+    return out
+
+
+def test_auto_leaves_grow_from_the_cap_on():
+    assert [is_capped(d, 2 / 3, 4) for d in (6, 7)] == [False, True]
+    X, y = wide_stream()
+    f = stream_in(FeatureStreamForest(max_generations=None, **KW), X, y)
+    for d, g in enumerate(f._generations, start=1):
+        assert g.min_leaf.tolist() == [AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF] * 4
+    pairs = leaf_weights(f)
+    assert all(lightest >= size for size, lightest in pairs)
+    # The bound is what shapes the trees: before the cap some leaves are lighter than the capped size.
+    assert min(lightest for size, lightest in pairs if size == AUTO_LEAF) < AUTO_LEAF_CAPPED
+
+
+def test_a_given_leaf_size_holds_for_every_tree():
+    X, y = wide_stream()
+    f = stream_in(FeatureStreamForest(min_samples_leaf=5, max_generations=None, **KW), X, y)
+    assert all(size == 5.0 and lightest >= 5.0 for size, lightest in leaf_weights(f))
+
+
+def test_merges_regrowth_and_files_keep_each_trees_leaf_size(tmp_path):
+    X, y = wide_stream()
+    f = stream_in(FeatureStreamForest(max_generations=3, **KW), X[:300], y[:300])
+    # The budget merged generations born on both sides of the cap: their trees differ in leaf size.
+    mixed = [g for g in f._generations if len(set(g.min_leaf.tolist())) == 2]
+    assert mixed, "expected a merged generation with trees from before and after the cap"
+    sizes = [g.min_leaf.tolist() for g in f._generations]
+    f.add_samples(X[300:], y[300:])
+    assert [g.min_leaf.tolist() for g in f._generations] == sizes
+    pairs = leaf_weights(f)
+    assert all(lightest >= size for size, lightest in pairs)
+    # Regrown with their own leaf size, not the one the stream's width gives now.
+    assert min(lightest for size, lightest in pairs if size == AUTO_LEAF) < AUTO_LEAF_CAPPED
+    path = tmp_path / "forest.npz"
+    f.save(path)
+    g = FeatureStreamForest.load(path)
+    assert [gen.min_leaf.tolist() for gen in g._generations] == sizes
+    np.testing.assert_array_equal(g.predict_proba(X), f.predict_proba(X))
+    # Regrown after loading, the trees are the ones the saved forest regrows.
+    f.add_samples(X[:50], y[:50])
+    g.add_samples(X[:50], y[:50])
+    np.testing.assert_array_equal(g.predict_proba(X), f.predict_proba(X))
+
+
+def test_a_file_from_before_per_tree_leaf_sizes_takes_the_forests():
+    X, y = wide_stream()
+    f = stream_in(FeatureStreamForest(min_samples_leaf=4, **KW), X[:, :4], y)
+    arrays, header = state_arrays(f.state())
+    old = {k: v for k, v in arrays.items() if not k.endswith("_min_leaf")}
+    assert len(old) < len(arrays)
+    state = state_from_arrays(old, json.loads(json.dumps(header)))
+    assert all(g.min_leaf.tolist() == [4.0] * g.n_trees for g in state.generations)
+
+
+@pytest.mark.parametrize("value", ["big", True, 0.5, None])
+def test_min_samples_leaf_is_a_number_or_auto(value):
+    X, y = wide_stream()
+    with pytest.raises(ValueError, match="min_samples_leaf"):
+        FeatureStreamForest(min_samples_leaf=value).add_feature("x0", X[:, 0], y=y)
