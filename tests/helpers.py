@@ -101,6 +101,13 @@ def feed_columns(forest: object, columns: dict[str, np.ndarray], y: np.ndarray) 
     return [forest.add_feature(k, v, y=y if j == 0 else None) for j, (k, v) in enumerate(columns.items())]
 
 
+def stream_in(forest: object, X: np.ndarray, y: np.ndarray) -> object:
+    """Add the columns of ``X`` as features ``x0, x1, ...``, y with the first; returns the forest."""
+    for j in range(X.shape[1]):
+        forest.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
+    return forest
+
+
 def bin_for(forest: object, columns: dict[str, np.ndarray]) -> np.ndarray:
     """Columns binned by the forest's own binners: ``(n_features, m)`` uint8."""
     return np.ascontiguousarray(

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers import stream_in
 from sklearn.metrics import roc_auc_score
 
 from streamforest import FeatureStreamForest
@@ -19,12 +20,6 @@ def xor_stream(n: int = 900, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.
     X = rng.normal(size=(n, d))
     y = ((X[:, 0] * X[:, 1] > 0) ^ (rng.random(n) < 0.1)).astype(np.int64)
     return X, y
-
-
-def stream_in(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> FeatureStreamForest:
-    for j in range(X.shape[1]):
-        f.add_feature(f"x{j}", X[:, j], y=y if j == 0 else None)
-    return f
 
 
 def test_narrow_width_and_split_size():

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from helpers import stream_in
 
 from streamforest import FeatureStreamForest
 from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED
@@ -22,12 +23,6 @@ def wide_stream(n: int = 400, d: int = 12, seed: int = 0) -> tuple[np.ndarray, n
     X = rng.normal(size=(n, d))
     y = (X[:, 0] + X[:, 7] + 0.7 * rng.normal(size=n) > 0).astype(np.int64)
     return X, y
-
-
-def stream_in(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> FeatureStreamForest:
-    for j in range(X.shape[1]):
-        f.add_feature(f"x{j}", X[:, j], y=y if f.n_features_in_ == 0 else None)
-    return f
 
 
 def leaf_weights(f: FeatureStreamForest) -> list[tuple[float, float]]:
