@@ -19,11 +19,20 @@ come ``ForestEncoder() | LogisticRegression()`` (River's defaults) and the same 
 Datasets are materialised in memory first, so reading them costs neither model. River's ``ROCAUC`` is its default
 approximation (10 thresholds), as everyone using it gets.
 
+Then the recovery after a change of concept, on streams other than those above (other seeds, 4,000 samples):
+STAGGER rule 0 -> 2, SEA variant 0 -> 3 and Agrawal function 0 -> 2, the change at sample 1,000, 2,000 or 3,000,
+abrupt (the first concept, then the second) or over ``ConceptDriftStream``'s transition of width 100. Per stream,
+one run each, both models predict then learn every sample (progressive validation, as above); the *recovery* is the
+number of samples from the change to the first sample from which the next :data:`RECOVERY_SPAN` predictions reach
+95% of the settled post-change accuracy (the better of the two models' accuracies on the last 1,000 samples;
+"never" if not reached). The table gives both models' ROCAUC, accuracy and recovery side by side, the ratio of
+recoveries (ours / ARF), then the worst and the mean of ours minus ARF's ROCAUC and the wins and losses.
+
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
 at least 3x ARF's samples per second; on the abrupt STAGGER switch, ROCAUC within 0.005 of ARF's (it was 0.876 vs
 0.994 before drift detection); ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
-    python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--check]
+    python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
 """
 
 from __future__ import annotations
@@ -121,6 +130,92 @@ def load_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]
     }
 
 
+#: The concept changes of the recovery table: (first, second) generators from one seed.
+RECOVERY_KINDS: dict[str, Callable[[int], tuple[Iterable[Sample], Iterable[Sample]]]] = {
+    "stagger": lambda seed: (synth.STAGGER(classification_function=0, seed=seed),
+                             synth.STAGGER(classification_function=2, seed=seed + 1)),
+    "sea": lambda seed: (synth.SEA(variant=0, seed=seed), synth.SEA(variant=3, seed=seed + 1)),
+    "agrawal": lambda seed: (synth.Agrawal(classification_function=0, seed=seed),
+                             synth.Agrawal(classification_function=2, seed=seed + 1)),
+}
+RECOVERY_N = 4000
+RECOVERY_POSITIONS = (1000, 2000, 3000)
+#: 1: abrupt; more: the width of ``ConceptDriftStream``'s transition.
+RECOVERY_WIDTHS = (1, 100)
+#: Not the seeds of the streams above.
+RECOVERY_SEED = 11
+#: Recovered once this many consecutive predictions reach 95% of the settled accuracy.
+RECOVERY_SPAN = 100
+#: The settled post-change accuracy: over this many last samples.
+RECOVERY_TAIL = 1000
+
+
+def drift_stream(kind: str, position: int, width: int, n: int = RECOVERY_N, seed: int = RECOVERY_SEED) -> list[Sample]:
+    """``n`` samples of ``kind``'s first concept then its second, the change at ``position`` (``width`` 1: abrupt)."""
+    first, second = RECOVERY_KINDS[kind](seed)
+    if width <= 1:  # ConceptDriftStream's sigmoid overflows at width 1
+        return [*itertools.islice(first, position), *itertools.islice(second, n - position)]
+    return list(synth.ConceptDriftStream(first, second, seed=seed + 2, position=position, width=width).take(n))
+
+
+def progressive(model: Any, samples: list[Sample]) -> tuple[float, float, np.ndarray]:
+    """Progressive validation sample by sample: ROCAUC, accuracy, and whether each prediction was right."""
+    auc, acc = metrics.ROCAUC(), metrics.Accuracy()
+    right = np.zeros(len(samples), dtype=np.bool_)
+    for i, (x, y) in enumerate(samples):
+        p = model.predict_proba_one(x)
+        y_pred = max(p, key=p.get) if p else None
+        auc.update(y, p)
+        acc.update(y, y_pred)
+        right[i] = y_pred == y
+        model.learn_one(x, y)
+    return float(auc.get()), float(acc.get()), right
+
+
+def recovery(right: np.ndarray, change: int, target: float, span: int = RECOVERY_SPAN) -> int | None:
+    """Samples from ``change`` to the first from which the next ``span`` predictions reach accuracy ``target``."""
+    c = np.concatenate([[0], np.cumsum(right)])
+    ok = np.flatnonzero((c[change + span:] - c[change:-span]) >= target * span)
+    return int(ok[0]) if ok.size else None
+
+
+def recovery_table(quick: bool) -> list[dict]:
+    """Both models on every stream of the recovery table, printed as they come."""
+    positions = (2000,) if quick else RECOVERY_POSITIONS
+    rows = []
+    print(f"\nrecovery after a change ({RECOVERY_N:,} samples, seed {RECOVERY_SEED}; samples from the change to 95% "
+          f"of the settled accuracy over {RECOVERY_SPAN})")
+    print(f"{'stream':<22} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'recovery ours':>13} "
+          f"{'ARF':>6} {'ratio':>6} {'drifts':>6}")
+    for kind, position, width in itertools.product(RECOVERY_KINDS, positions, RECOVERY_WIDTHS):
+        samples = drift_stream(kind, position, width)
+        ours = ForestClassifier(seed=1)
+        auc_ours, acc_ours, right_ours = progressive(ours, samples)
+        auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=1), samples)
+        settled = max(right_ours[-RECOVERY_TAIL:].mean(), right_arf[-RECOVERY_TAIL:].mean())
+        rec_ours, rec_arf = (recovery(r, position, 0.95 * settled) for r in (right_ours, right_arf))
+        name = f"{kind} @{position} w{width}"
+        row = {"stream": name, "kind": kind, "position": position, "width": width, "rocauc_ours": auc_ours,
+               "rocauc_arf": auc_arf, "accuracy_ours": acc_ours, "accuracy_arf": acc_arf, "settled": float(settled),
+               "recovery_ours": rec_ours, "recovery_arf": rec_arf, "drifts_ours": ours.n_drifts_detected}
+        rows.append(row)
+        ratio = f"{rec_ours / max(rec_arf, 1):.2f}" if rec_ours is not None and rec_arf is not None else "-"
+        print(f"{name:<22} {auc_ours:>11.4f} {auc_arf:>7.4f} {acc_ours:>13.4f} {acc_arf:>7.4f} "
+              f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {ours.n_drifts_detected:>6}", flush=True)
+    for metric in ("rocauc", "accuracy"):
+        d = np.array([r[f"{metric}_ours"] - r[f"{metric}_arf"] for r in rows])
+        print(f"{metric} ours - ARF: mean {d.mean():+.4f}, worst {d.min():+.4f}; ours >= ARF on {int((d >= 0).sum())} "
+              f"of {d.size}")
+    never = len(rows) * 2 * RECOVERY_N  # a recovery never reached counts as the longest
+    faster = sum((r["recovery_ours"] or never) <= (r["recovery_arf"] or never) for r in rows)
+    print(f"recovery: ours as fast as ARF or faster on {faster} of {len(rows)}")
+    return rows
+
+
+def _samples(n: int | None) -> str:
+    return "never" if n is None else str(n)
+
+
 def needs_download(name: str) -> str:
     """Why a River dataset cannot be read offline ("" if it can): this benchmark never downloads."""
     base = name.split("_")[0]
@@ -166,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", help="comma-separated dataset names (default: all)")
     ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river.json"))
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    ap.add_argument("--no-recovery", action="store_true", help="skip the table of recoveries after a change")
     args = ap.parse_args(argv)
 
     table = load_datasets(args.quick)
@@ -224,11 +320,14 @@ def main(argv: list[str] | None = None) -> int:
             encoders.append(row)
             print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
+    recoveries = [] if args.no_recovery else recovery_table(args.quick)
+
     import river
 
     record = {"environment": environment({"river": river.__version__}, reps=args.reps, quick=args.quick),
               "ours": "ForestClassifier() defaults", "arf": "river.forest.ARFClassifier() defaults",
-              "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders}
+              "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders,
+              "recovery": recoveries}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))
     print(f"wrote {args.out}")
