@@ -16,7 +16,8 @@ both forests' mean AUC over the seeds, then the means, the share of datasets whe
     python -m scenarios.low_dimensional --params '{"split_features": null}'   # ours with other parameters
 
 Writes ``results/low_dimensional/per_dataset.tsv`` and ``report.md``. Targets: our mean AUC at least scikit-learn's,
-and ours ``>=`` on at least half of the datasets.
+and ours ``>=`` on at least 60% of the datasets. Choose parameters on some seeds and confirm them on others
+(``--skip-seeds 2`` runs the seeds after the first two).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ SEEDS = tuple(range(2101, 2111))
 PARTS = ("all", "tuning", "held-out")
 #: The strong offline reference.
 SKLEARN = {"n_estimators": 300, "min_samples_leaf": 5, "max_features": 2 / 3}
+#: Ours must be at least as good as scikit-learn's forest on this share of the datasets.
+SHARE_TARGET = 0.6
 #: Groups of datasets in the report, by number of features.
 WIDTHS = ((1, 3), (4, 9), (10, 10**9))
 
@@ -145,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-d", type=int, help="only datasets with at most this many features")
     ap.add_argument("--datasets", help="comma-separated dataset names")
     ap.add_argument("--seeds", type=int, default=3, help="how many of the paper's seeds (2101, ...)")
+    ap.add_argument("--skip-seeds", type=int, default=0,
+                    help="start after this many of the paper's seeds (confirm on seeds other than those tuned on)")
     ap.add_argument("--workers", type=int, default=1, help="processes (the machine may be shared: 1 by default)")
     ap.add_argument("--params", default="{}", help="JSON of FeatureStreamForest parameters for ours")
     args = ap.parse_args(argv)
@@ -158,12 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     params = json.loads(args.params)
     names = set(args.datasets.split(",")) if args.datasets else None
-    tasks = make_tasks(args.data_dir, args.part, args.max_d, names, SEEDS[: args.seeds], params)
+    seeds = SEEDS[args.skip_seeds : args.skip_seeds + args.seeds]
+    tasks = make_tasks(args.data_dir, args.part, args.max_d, names, seeds, params)
     if not tasks:
         print("no dataset matched", file=sys.stderr)
         return 2
-    print(f"{len(tasks)} datasets ({args.part}) x {args.seeds} seeds on {args.workers} worker(s); ours: "
-          f"FeatureStreamForest({', '.join(f'{k}={v!r}' for k, v in params.items())}), reference: "
+    print(f"{len(tasks)} datasets ({args.part}) x seeds {', '.join(map(str, seeds))} on {args.workers} worker(s); "
+          f"ours: FeatureStreamForest({', '.join(f'{k}={v!r}' for k, v in params.items())}), reference: "
           f"RandomForestClassifier({', '.join(f'{k}={v!r}' for k, v in SKLEARN.items())}); "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     # One thread per process: the numba kernels would otherwise take every core of a shared machine.
@@ -182,8 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ours = np.mean([d["auc_ours"] for d in per])
     ref = np.mean([d["auc_sklearn"] for d in per])
     share = np.mean([d["auc_ours"] >= d["auc_sklearn"] for d in per])
+    diff = np.array([d["auc_ours"] - d["auc_sklearn"] for d in per])
     verdict = (f"targets: mean AUC ours {ours:.4f} >= scikit-learn {ref:.4f}: {'met' if ours >= ref else 'MISSED'}; "
-               f"ours >= on {share:.1%} of datasets (>= 50%): {'met' if share >= 0.5 else 'MISSED'}")
+               f"ours >= on {share:.1%} of datasets (>= {SHARE_TARGET:.0%}): "
+               f"{'met' if share >= SHARE_TARGET else 'MISSED'}; worst ours - scikit-learn {diff.min():+.4f} "
+               f"({per[int(np.argmin(diff))]['dataset']}); ours >= on {int((diff >= 0).sum())}, < on "
+               f"{int((diff < 0).sum())}")
     print(verdict)
     print(f"{len(rows)} runs in {elapsed:.0f} s; load average {os.getloadavg()[0]:.1f}")
     args.out.mkdir(parents=True, exist_ok=True)

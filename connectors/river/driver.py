@@ -421,7 +421,7 @@ class WindowForest(DrivenEstimator):
         self,
         window_size: int = 2000,
         grace_period: int = 50,
-        refresh_every: int | None = 100,
+        refresh_every: int | None = 50,
         min_key_count: int = 20,
         trees_per_generation: int = 30,
         max_features: float | int = 1.0,

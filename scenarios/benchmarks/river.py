@@ -29,8 +29,9 @@ number of samples from the change to the first sample from which the next :data:
 recoveries (ours / ARF), then the worst and the mean of ours minus ARF's ROCAUC and the wins and losses.
 
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
-at least 3x ARF's samples per second; on the abrupt STAGGER switch, ROCAUC within 0.005 of ARF's (it was 0.876 vs
-0.994 before drift detection); ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
+at least 3x ARF's samples per second; on every drift stream of the first table (RandomRBF, SEA's gradual drift,
+the three abrupt switches), ROCAUC at least ARF's; on the recovery table, the mean of ours minus ARF's ROCAUC at
+least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
 """
@@ -58,9 +59,8 @@ Sample = tuple[dict[str, Any], Any]
 #: Datasets where ours must match ARF's ROCAUC at 3x its speed.
 TARGETS = ("phishing", "bananas", "phishing_trapezoidal")
 SPEED_RATIO = 3.0
-#: Datasets with an abrupt drift where ours must come within DRIFT_TOLERANCE of ARF's ROCAUC (speed aside).
-DRIFT_TARGETS = ("stagger_abrupt",)
-DRIFT_TOLERANCE = 0.005
+#: Datasets with a drift (gradual or abrupt) where ours must reach ARF's ROCAUC (speed aside).
+DRIFT_TARGETS = ("randomrbf_drift", "sea_drift", "stagger_abrupt", "sea_abrupt", "agrawal_abrupt")
 #: The pipeline that must reach ENCODER_AUC on Phishing.
 ENCODER_TARGET = "ForestEncoder() | LogisticRegression()"
 ENCODER_AUC = 0.9
@@ -299,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in TARGETS:
             row["target_met"] = bool(row["rocauc_ours"] >= row["rocauc_arf"] and row["speed_ratio"] >= SPEED_RATIO)
         if name in DRIFT_TARGETS:
-            row["target_met"] = bool(row["rocauc_ours"] >= row["rocauc_arf"] - DRIFT_TOLERANCE)
+            row["target_met"] = bool(row["rocauc_ours"] >= row["rocauc_arf"])
         rows.append(row)
         mark = {True: "met", False: "MISSED"}.get(row.get("target_met"), "")
         print(f"{name:<22} {row['rocauc_ours']:>11.4f} {row['rocauc_arf']:>7.4f} {row['accuracy_ours']:>13.4f} "
@@ -332,6 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(record, indent=2))
     print(f"wrote {args.out}")
     missed = [r["dataset"] for r in rows if r.get("target_met") is False]
+    if recoveries and np.mean([r["rocauc_ours"] - r["rocauc_arf"] for r in recoveries]) < 0:
+        missed.append("recovery (mean ROCAUC ours - ARF)")
     missed += [e["pipeline"] for e in encoders if e.get("target_met") is False]
     if missed:
         print(f"targets missed: {missed}")
