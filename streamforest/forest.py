@@ -95,7 +95,7 @@ class FeatureStreamForest:
     max_depth
         Depth limit of the trees (``None``: unlimited).
     min_samples_leaf
-        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: 3 until the stream is wider than
+        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: 5 until the stream is wider than
         ``max_subspace`` can follow, then 8 (see *Wide streams*). A tree keeps the leaf size it was grown with.
     min_category_size
         In a node, categories of a nominal feature with less (bootstrap-weighted) samples than this are not placed
