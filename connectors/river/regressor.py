@@ -44,13 +44,9 @@ class ForestRegressor(WindowForest, base.Regressor):
     prune_threshold
         Generations whose weight share falls under this are dropped.
     drift_detector
-        A River drift detector fed with the forest's error on each sample before it learns it (0/1, or the absolute
-        error of a regressor). Default: ``drift.ADWIN(delta=0.05, clock=4)``, checked every 4 samples (River's ARF
-        gives each tree an ``ADWIN(delta=0.001)``; one detector on the whole forest's error, which rises less than
-        a tree's, needs the larger ``delta`` to notice SEA's shift of threshold at all); ``drift.NoDrift()`` turns
-        detection off. When it signals a rise of the error, the window forgets the samples from before the change,
-        a generation grown on the recent ones replaces every older one at once (as ARF replaces a tree whose
-        detector fired), and a new forest starts once the window holds ``grace_period`` samples again.
+        A River drift detector fed with the forest's absolute error on each sample before it learns it; the
+        default and what a detected drift does are those of :class:`ForestClassifier` (``drift.NoDrift()`` turns
+        detection off).
     seed
         Random seed: the same seed and stream give the same predictions.
 
