@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from streamforest import FeatureStreamForest
+from streamforest.encoder import EncodeOptions
 from streamforest.rng import derive_seed
 from streamforest.threads import single_thread
 
@@ -354,11 +355,11 @@ class ForestDriver:
             return float(self.window.labels().mean()) if self.window is not None and len(self.window) else 0.0
         return float(self.forest.predict(self._row(x))[0])
 
-    def encode(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[int, float]:
+    def encode(self, x: Mapping[Hashable, Any], options: EncodeOptions) -> dict[int, float]:
         """The hashed encoding of ``x`` (see :meth:`FeatureStreamForest.encode`) as ``{column: value}``."""
         if self.forest is None:
             return {}
-        E = self.forest.encode(self._row(x), **kwargs)
+        E = self.forest.encoder.encode(self._row(x), options)
         return dict(zip(E.indices.tolist(), E.data.tolist(), strict=True))
 
     @property

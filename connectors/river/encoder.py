@@ -7,6 +7,8 @@ from typing import Any
 
 from river import base
 
+from streamforest.encoder import EncodeOptions
+
 from .driver import WindowForest
 
 #: Width of the encoder's hashed space: wider than the library's default, because River's linear models keep one
@@ -130,13 +132,13 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         self.values = values
         self.task = task
         self._task = task
+        self._options = EncodeOptions(n_components, values, leaves_only)
         super().__init__(window_size, grace_period, refresh_every, min_key_count, trees_per_generation, max_features,
                          split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, drift_detector,
                          seed)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
-        return self._driver.encode(x, n_components=self.n_components, values=self.values,
-                                   leaves_only=self.leaves_only)
+        return self._driver.encode(x, self._options)
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.encoding import DEFAULT_N_COMPONENTS, check_arguments
+from streamforest.encoder import EncodeOptions
+from streamforest.encoding import DEFAULT_N_COMPONENTS
 from streamforest.engine import records
 from streamforest.engine.messages import (
     ControlMessage,
@@ -85,7 +86,7 @@ class EngineConfig:
             raise ValueError(f"publish must be one of {PUBLISH_POLICIES}, got {self.publish!r}")
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
-        check_arguments(self.n_components, self.encoding_values, "default")
+        self.encode_options.check()
         if self.n_components > MAX_N_COMPONENTS:
             raise ValueError(f"n_components must be at most 2**31 - 1 = {MAX_N_COMPONENTS}, got {self.n_components}")
         if isinstance(self.max_message_bytes, bool) or not isinstance(self.max_message_bytes, int) \
@@ -100,6 +101,11 @@ class EngineConfig:
             FeatureStreamForest(**self.forest)
         except TypeError as exc:
             raise ValueError(f"bad forest parameters: {exc}") from None
+
+    @property
+    def encode_options(self) -> EncodeOptions:
+        """The arguments of the published encodings (for :meth:`streamforest.encoder.Encoder.encode`)."""
+        return EncodeOptions(self.n_components, self.encoding_values, leaves_only=self.encoding == "leaves")
 
     def to_json(self) -> dict[str, Any]:
         """What decides the engine's outputs (checkpoints record it; a restart with another is refused)."""
@@ -469,15 +475,14 @@ class Engine:
                                                          forest.predict_proba(X))
         if self.config.encoding == "none":
             return
-        leaves = self.config.encoding == "leaves"
+        options = self.config.encode_options
         # Entries per sample: one per tree for leaves, at most one per level of each tree for paths (32 levels
         # assumed when the depth is not bounded).
-        per_sample = forest.n_trees_ * (1 if leaves else (forest.max_depth or 32) + 1)
+        per_sample = forest.n_trees_ * (1 if options.leaves_only else (forest.max_depth or 32) + 1)
         seconds = 0.0
         for ids, X in chunks(max(1, min(self.chunk_size, CHUNK_ENTRIES // max(per_sample, 1)))):
             start = time.perf_counter()
-            E = forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
-                              leaves_only=leaves)
+            E = forest.encoder.encode(X, options)
             seconds += time.perf_counter() - start
             yield records.RecordBatch.of_encodings(st.name, ids, version, E)
         self.metrics.encoding_seconds.observe(seconds)
