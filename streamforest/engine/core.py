@@ -240,7 +240,7 @@ class Engine:
             if st is None:
                 self.streams.pop(name, None)
             else:
-                st._journal = None
+                st.commit()
                 self.streams[name] = st
         for update in self._after:
             update()
