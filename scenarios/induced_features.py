@@ -526,7 +526,8 @@ def summary_markdown(rows: list[dict[str, Any]], per: list[dict[str, Any]], nois
         f"{len(per)} datasets x {len(seeds)} seeds ({', '.join(map(str, seeds))}); stratified 2:1 split; features "
         f"streamed in a random order into `FeatureStreamForest(random_state=seed)` (default parameters: "
         f"{np.mean(trees):.0f} trees alive on average, {trees.min():.0f}..{trees.max():.0f}); encoding "
-        f"`f.encode(X, n_components=2**18)`. Per dataset, means over seeds; a space \"beats\" the original when its "
+        f"`f.encode(X, n_components=2**{N_COMPONENTS.bit_length() - 1})`. Per dataset, means over seeds; a space "
+        f"\"beats\" the original when its "
         f"mean is strictly higher.",
         f"1-NN reference set: at most {meta['ref_cap']} random training rows, evaluated on at most {meta['eval_cap']} "
         f"random "

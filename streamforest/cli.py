@@ -8,8 +8,9 @@ from pathlib import Path
 
 import orjson
 
+from streamforest.cli_options import bounded_int
 from streamforest.connectors.kafka import cli as kafka_cli
-from streamforest.engine.options import add_engine_options, bounded_int, engine_config
+from streamforest.engine.options import add_engine_options, engine_config
 
 EXAMPLES = """\
 examples:

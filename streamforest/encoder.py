@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from streamforest import encoding
 from streamforest.encoding import DEFAULT_N_COMPONENTS
 from streamforest.generations import DELTA_WINDOW, AliveTrees, Generation, Graveyard, pack
+from streamforest.inputs import is_int
 from streamforest.threads import threads_for
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class Encoder:
         :meth:`FeatureStreamForest.encode_delta`); ``options.values`` is not read (a delta is binary)."""
         forest = self._forest
         forest._check_fitted()
-        if isinstance(since, bool) or not isinstance(since, (int, np.integer)):
+        if not is_int(since):
             raise TypeError(f"since must be a model version (int), got {since!r}")
         now = forest.model_version_
         oldest = max(self._floor, now - DELTA_WINDOW)

@@ -13,6 +13,7 @@ import numpy as np
 
 from streamforest.engine.messages import FeatureMessage
 from streamforest.forest import FeatureStreamForest
+from streamforest.inputs import is_number
 
 
 class Journal(NamedTuple):
@@ -120,8 +121,7 @@ class StreamState:
 
     def set_column(self, name: str, kind: str | None, ids: list[str], values: list[Any]) -> None:
         rows = np.fromiter((self.index[i] for i in ids), dtype=np.int64, count=len(ids))
-        numeric = kind != "nominal" and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-                                            for v in values)
+        numeric = kind != "nominal" and all(v is None or is_number(v, numpy=False) for v in values)
         if numeric:
             col = np.full(self.n_samples, np.nan)
             col[rows] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)

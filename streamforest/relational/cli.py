@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from streamforest.cli_options import forest_params
 
 EXAMPLES = """\
 examples:
@@ -121,15 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streamforest.relational.loop import Loop, engine_config
     from streamforest.relational.outputs import TrialLog, plot_curve, write_features, write_predictions
 
-    forest: dict[str, Any] = {}
-    for kv in args.forest_param or []:
-        if "=" not in kv:
-            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
-        k, v = kv.split("=", 1)
-        try:
-            forest[k] = json.loads(v)
-        except json.JSONDecodeError:
-            forest[k] = v
+    forest = forest_params(args.forest_param)
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
     db = load(args)
