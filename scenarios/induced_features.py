@@ -60,7 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scenarios.paper_reproduction import REPO, SHARED, Task, _worker_init, make_tasks, stratified_split
+from scenarios.dataset_runs import REPO, SHARED, worker_init
+from scenarios.paper_reproduction import Task, make_tasks, stratified_split
 from streamforest.encoding import DEFAULT_N_COMPONENTS
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ def pool_init() -> None:
     The environment variable alone comes too late when the parent imported numba before forking (``make_tasks``
     imports ``streamforest``), so numba's thread count is also set at run time.
     """
-    _worker_init()
+    worker_init()
     import numba
     from threadpoolctl import threadpool_limits
 

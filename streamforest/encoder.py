@@ -10,7 +10,7 @@ River encoder all encode through one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,9 +20,6 @@ from streamforest.encoding import DEFAULT_N_COMPONENTS
 from streamforest.generations import DELTA_WINDOW, AliveTrees, Generation, Graveyard, pack
 from streamforest.inputs import is_int
 from streamforest.threads import threads_for
-
-if TYPE_CHECKING:
-    from streamforest.forest import FeatureStreamForest
 
 
 class EncodeOptions(NamedTuple):
@@ -78,7 +75,8 @@ class Encoder:
     (0.0, 10)
     """
 
-    def __init__(self, forest: FeatureStreamForest) -> None:
+    def __init__(self, forest: Any) -> None:
+        # The FeatureStreamForest it encodes for (typed loosely: the forest module imports this one).
         self._forest = forest
         self._graveyard = Graveyard()
         # Deltas reach no further back than this version (every tree changed then).
