@@ -78,7 +78,6 @@ def _walk(trees, Xb, i, base, seed, mode, sample_key, leaves_only, scratch):
     left = trees.left
     right = trees.right
     k = 0
-    sp_ = 0
     stack_node[0] = 0
     stack_mass[0] = 1.0
     sp_ = 1

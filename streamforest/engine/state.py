@@ -149,10 +149,6 @@ class StreamState:
             return bool(np.all((given == stored) | (np.isnan(given) & np.isnan(stored))))
         return all(a == b or (a is None and b is None) for a, b in zip(col[rows].tolist(), values, strict=True))
 
-    def drop_column(self, name: str) -> None:
-        self.columns.pop(name, None)
-        self.kinds.pop(name, None)
-
     def rows_matrix(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The raw values of these rows, by feature name (the forest's mapping input)."""
         return {name: col[rows] for name, col in self.columns.items()}
