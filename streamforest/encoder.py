@@ -63,16 +63,18 @@ class Encoder:
     --------
     >>> import numpy as np
     >>> from streamforest import FeatureStreamForest
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] > 0).astype(int)
-    >>> f = FeatureStreamForest(trees_per_generation=5, random_state=0)
-    >>> _ = f.add_feature("a", X[:, 0], y=y)
+    >>> x = np.linspace(-1, 1, 200)
+    >>> f = FeatureStreamForest(trees_per_generation=3, max_depth=2, random_state=0)
+    >>> _ = f.add_feature("x", x, y=(x > 0).astype(int))
     >>> leaves = EncodeOptions(n_components=2**10, leaves_only=True)
-    >>> before, v = f.encoder.encode(X[:10, :1], leaves), f.model_version_
-    >>> _ = f.add_feature("b", X[:, 1])
-    >>> after = before + f.encoder.delta(X[:10], since=v, options=leaves)
-    >>> float(abs(after - f.encoder.encode(X[:10], leaves)).sum()), int(after.sum(axis=1).max())   # a leaf per tree
-    (0.0, 10)
+    >>> E, v = f.encoder.encode(x[:4, None], leaves), f.model_version_
+    >>> E.shape, E.sum(axis=1).A.ravel().tolist()   # a leaf per tree
+    ((4, 1024), [3.0, 3.0, 3.0, 3.0])
+    >>> f.add_samples(x[:10, None], (x[:10] > 0).astype(int))   # every tree regrown: no delta reaches back
+    >>> f.encoder.delta(x[:4, None], since=v, options=leaves)
+    Traceback (most recent call last):
+    ...
+    ValueError: no delta from version 1: deltas reach back to version 2 (now 2); re-encode instead
     """
 
     def __init__(self, forest: Any) -> None:
