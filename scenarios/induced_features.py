@@ -60,7 +60,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from scenarios.paper_reproduction import REPO, SHARED, Task, _worker_init, make_tasks, stratified_split
+from scenarios.dataset_runs import REPO, SHARED, worker_init
+from scenarios.paper_reproduction import Task, make_tasks, stratified_split
 from streamforest.encoding import DEFAULT_N_COMPONENTS
 
 if TYPE_CHECKING:
@@ -326,7 +327,7 @@ def pool_init() -> None:
     The environment variable alone comes too late when the parent imported numba before forking (``make_tasks``
     imports ``streamforest``), so numba's thread count is also set at run time.
     """
-    _worker_init()
+    worker_init()
     import numba
     from threadpoolctl import threadpool_limits
 
@@ -526,7 +527,8 @@ def summary_markdown(rows: list[dict[str, Any]], per: list[dict[str, Any]], nois
         f"{len(per)} datasets x {len(seeds)} seeds ({', '.join(map(str, seeds))}); stratified 2:1 split; features "
         f"streamed in a random order into `FeatureStreamForest(random_state=seed)` (default parameters: "
         f"{np.mean(trees):.0f} trees alive on average, {trees.min():.0f}..{trees.max():.0f}); encoding "
-        f"`f.encode(X, n_components=2**18)`. Per dataset, means over seeds; a space \"beats\" the original when its "
+        f"`f.encode(X, n_components=2**{N_COMPONENTS.bit_length() - 1})`. Per dataset, means over seeds; a space "
+        f"\"beats\" the original when its "
         f"mean is strictly higher.",
         f"1-NN reference set: at most {meta['ref_cap']} random training rows, evaluated on at most {meta['eval_cap']} "
         f"random "

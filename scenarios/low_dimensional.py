@@ -35,9 +35,8 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SEEDS = tuple(range(2101, 2111))
+from scenarios.dataset_runs import REPO, SEEDS, SHARED, run_all_tasks, worker_init
+
 PARTS = ("all", "tuning", "held-out")
 #: The strong offline reference.
 SKLEARN = {"n_estimators": 300, "min_samples_leaf": 5, "max_features": 2 / 3}
@@ -173,9 +172,7 @@ def main(argv: list[str] | None = None) -> int:
           f"RandomForestClassifier({', '.join(f'{k}={v!r}' for k, v in SKLEARN.items())}); "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     # One thread per process: the numba kernels would otherwise take every core of a shared machine.
-    from scenarios.paper_reproduction import _worker_init, run_all_tasks
-
-    _worker_init()
+    worker_init()
     start = time.perf_counter()
     rows = run_all_tasks(run_task, tasks, args.workers)
     elapsed = time.perf_counter() - start

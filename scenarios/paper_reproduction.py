@@ -24,18 +24,15 @@ import csv
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from scenarios.dataset_runs import REPO, SEEDS, SHARED, run_all_tasks
+from scenarios.low_dimensional import compare
 from streamforest.datasets import stratified_split
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-SEEDS = tuple(range(2101, 2111))
 QUICK = ("diabetes", "banknote-authentication", "blood-transfusion-service-center", "ilpd", "phoneme",
          "breast-w", "credit-g", "kc2", "pc1", "haberman")
 #: The authors' trees: a subspace per tree, searched whole at every split (``split_features=None``: the library's
@@ -82,20 +79,9 @@ def run_task(task: Task) -> list[dict]:
         f.fit({n: data.columns[n][train] for n in order}, data.y[train], kinds=data.kinds)
         row["auc_offline"] = roc_auc(data.y[test], f.predict_proba(X_test)[:, 1])
         if task.library_defaults:
-            from scenarios.low_dimensional import compare
-
             row["auc_defaults"], row["auc_sklearn"] = compare(data, train, test, order, seed)
         rows.append(row)
     return rows
-
-
-def _worker_init() -> None:
-    # One process per core: numba's own threads would only oversubscribe. The parent has imported numba already
-    # (forked workers inherit its thread count), so the environment variable alone is not enough.
-    os.environ["NUMBA_NUM_THREADS"] = "1"
-    import numba
-
-    numba.set_num_threads(1)
 
 
 def make_tasks(data_dir: Path, names: set[str] | None, seeds: tuple[int, ...], library_defaults: bool) -> list[Task]:
@@ -111,23 +97,6 @@ def make_tasks(data_dir: Path, names: set[str] | None, seeds: tuple[int, ...], l
                                  library_defaults)))
     # Largest first, so that two workers finish together.
     return [t for _, t in sorted(tasks, key=lambda st: -st[0])]
-
-
-def run_all_tasks(run: Any, tasks: list[Any], workers: int) -> list[dict]:
-    """``run(task)`` (a list of rows) for every task, in ``workers`` processes of one numba thread each."""
-    from tqdm import tqdm
-
-    rows: list[dict] = []
-    if workers <= 1:
-        for task in tqdm(tasks, desc="datasets", unit="ds"):
-            rows.extend(run(task))
-        return rows
-    os.environ["NUMBA_NUM_THREADS"] = "1"
-    with ProcessPoolExecutor(max_workers=workers, initializer=_worker_init) as pool:
-        futures = {pool.submit(run, t): t for t in tasks}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="datasets", unit="ds"):
-            rows.extend(fut.result())
-    return rows
 
 
 def run_all(tasks: list[Task], workers: int) -> list[dict]:

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import orjson
 
+from streamforest.cli_options import bounded_int
 from streamforest.connectors.kafka import cli as kafka_cli
-from streamforest.engine.options import add_engine_options, bounded_int, engine_config
+from streamforest.connectors.kafka.transport import transports as kafka_transports
+from streamforest.engine.options import add_engine_options, engine_config
 
 EXAMPLES = """\
 examples:
@@ -195,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from streamforest.relational.cli import register as register_relational
 
-    register_relational(sub)
+    register_relational(sub, kafka_transports=kafka_transports)
 
     kafka_cli.register(sub)
     return ap

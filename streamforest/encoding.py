@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from numba import njit, prange
 
 from streamforest.binning import MISSING_BIN
+from streamforest.inputs import is_int
 from streamforest.rng import mix64
 from streamforest.tree.model import Trees
 from streamforest.tree.walk import goes_left
@@ -77,7 +78,6 @@ def _walk(trees, Xb, i, base, seed, mode, sample_key, leaves_only, scratch):
     left = trees.left
     right = trees.right
     k = 0
-    sp_ = 0
     stack_node[0] = 0
     stack_mass[0] = 1.0
     sp_ = 1
@@ -309,9 +309,7 @@ def check_arguments(n_components: int | None, values: str, missing: str) -> None
         raise ValueError(f"values must be one of {VALUE_MODES}, got {values!r}")
     if missing not in MISSING_MODES:
         raise ValueError(f"missing must be one of {MISSING_MODES}, got {missing!r}")
-    if n_components is not None and (
-        isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) or n_components <= 0
-    ):
+    if n_components is not None and (not is_int(n_components) or n_components <= 0):
         raise ValueError(f"n_components must be a positive integer (or None for unhashed), got {n_components!r}")
 
 

@@ -1,9 +1,10 @@
 """Generations: the trees grown when one feature arrived, sharing one weight; packed, merged and remembered.
 
 A :class:`Generation` is a batch of flat trees with, per tree, its subspace, seed, per-split feature count and leaf
-size, so that it can be regrown identically on more samples. :func:`pack` lays the alive generations end to end for
-routing; :func:`merge` folds the two oldest into one when the budget of alive generations is exceeded;
-:class:`Graveyard` keeps removed generations for a while, so that encodings can be patched by a delta.
+size, so that it can be regrown identically on more samples. :func:`pack` and :func:`alive` lay the alive
+generations end to end for routing; :func:`merge` folds the two oldest into one when the budget of alive
+generations is exceeded; :class:`Graveyard` keeps removed generations for a while, so that encodings can be patched
+by a delta.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -92,6 +94,20 @@ def tree_weights(generations: list[Generation]) -> np.ndarray:
     """Each tree's weight in the packed batch: its generation's share split evenly over its trees (sums to 1)."""
     w = weight_shares(generations)
     return np.concatenate([np.full(g.n_trees, s / g.n_trees) for g, s in zip(generations, w, strict=True)])
+
+
+class AliveTrees(NamedTuple):
+    """The alive trees packed end to end for routing, each tree's weight (summing to 1) and each tree's seed."""
+
+    trees: Trees
+    weights: np.ndarray
+    seeds: np.ndarray
+
+
+def alive(generations: list[Generation]) -> AliveTrees:
+    """The trees of the alive ``generations`` packed for routing, with their weights and seeds."""
+    trees, seeds = pack(generations)
+    return AliveTrees(trees, tree_weights(generations), seeds)
 
 
 def importance(generations: list[Generation], n_features: int) -> np.ndarray:

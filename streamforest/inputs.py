@@ -20,6 +20,30 @@ from streamforest.binning import ColumnBinner, RowBinner
 _SCALARS = (int, float, str, bool, np.generic, type(None))
 
 
+def is_int(value: Any, numpy: bool = True) -> bool:
+    """Whether ``value`` is an integer and not a bool (``True == 1`` in Python, not in a parameter); numpy
+    integers count unless ``numpy=False`` (where the value goes on to JSON, which takes Python ints only).
+
+    Examples
+    --------
+    >>> is_int(3), is_int(np.int64(3)), is_int(np.int64(3), numpy=False), is_int(True), is_int(3.0)
+    (True, True, False, False, False)
+    """
+    return isinstance(value, (int, np.integer) if numpy else int) and not isinstance(value, bool)
+
+
+def is_number(value: Any, numpy: bool = True) -> bool:
+    """Whether ``value`` is an integer or a float and not a bool; numpy numbers count unless ``numpy=False``.
+
+    Examples
+    --------
+    >>> is_number(0.5), is_number(np.float32(0.5)), is_number(np.float32(0.5), numpy=False), is_number(False)
+    (True, True, False, False)
+    """
+    types = (int, float, np.integer, np.floating) if numpy else (int, float)
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
 def regression_targets(y: np.ndarray) -> np.ndarray:
     """``y`` as finite float64 regression targets."""
     try:
@@ -189,7 +213,7 @@ def check_params(p: Mapping[str, Any]) -> None:
         v = p[name]
         if v is None and allow_none:
             return
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        if not is_int(v) or v < 1:
             raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {v!r}")
 
     positive_int("trees_per_generation")
@@ -199,21 +223,19 @@ def check_params(p: Mapping[str, Any]) -> None:
     if p["max_generations"] is not None and p["max_generations"] < 2:
         raise ValueError(f"max_generations must be at least 2, got {p['max_generations']}")
     mf = p["max_features"]
-    if isinstance(mf, bool) or not isinstance(mf, (int, float, np.integer, np.floating)):
+    if not is_number(mf):
         raise TypeError(f"max_features must be a float in (0, 1] or a positive int, got {mf!r}")
     if isinstance(mf, (float, np.floating)) and not 0 < mf <= 1:
         raise ValueError(f"max_features as a share must be in (0, 1], got {mf}")
     if isinstance(mf, (int, np.integer)) and mf < 1:
         raise ValueError(f"max_features as a count must be >= 1, got {mf}")
     msl = p["min_samples_leaf"]
-    if msl != "auto" and not (isinstance(msl, (int, float)) and not isinstance(msl, bool) and msl >= 1):
+    if msl != "auto" and not (is_number(msl, numpy=False) and msl >= 1):
         raise ValueError(f"min_samples_leaf must be a number >= 1 or 'auto', got {msl!r}")
     if not (isinstance(p["min_category_size"], (int, float)) and p["min_category_size"] >= 0):
         raise ValueError(f"min_category_size must be a number >= 0, got {p['min_category_size']!r}")
     sf = p["split_features"]
-    if sf is not None and sf != "auto" and (
-        isinstance(sf, bool) or not isinstance(sf, (int, float)) or not 0 < sf <= 1
-    ):
+    if sf is not None and sf != "auto" and (not is_number(sf, numpy=False) or not 0 < sf <= 1):
         raise ValueError(f"split_features must be in (0, 1], None or 'auto', got {sf!r}")
     if p["policy"] not in POLICIES:
         raise ValueError(f"policy must be one of {POLICIES}, got {p['policy']!r}")

@@ -3,7 +3,8 @@
 Generations come and go (grown, pruned, merged), so the sums are kept incrementally: a generation's votes are added
 when it is born and subtracted when it dies, weighted by its weight relative to a reference weight (log weights
 span any range; the reference keeps the sums in float range). The score is the held-out metric of the forest on its
-own training samples: ROC AUC (binary), log loss (multiclass) or R² (regression).
+own training samples: ROC AUC (binary), log loss (multiclass) or R² (regression). :class:`OutOfBagMixin` keeps a
+forest's sums (a base of :class:`~streamforest.FeatureStreamForest`).
 """
 
 from __future__ import annotations
@@ -105,3 +106,25 @@ class OutOfBag:
         if n_classes == 2:
             return roc_auc(y_cls[ok] == 1, pred[:, 1])
         return log_loss(y_cls[ok], pred)
+
+
+class OutOfBagMixin:
+    """The forest's out-of-bag sums (``_oob``), changed as generations come and go (``oob_score=True``)."""
+
+    def _oob_apply(self, gen: Generation, sign: float) -> None:
+        if self.oob_score:
+            self._oob.apply(gen, sign, self._training(), self._generations)
+
+    def _oob_value(self) -> float | None:
+        if not self.oob_score:
+            return None
+        return self._oob.score(self.task, self._n_classes, self._y_cls, self._y_reg)
+
+    def _clear_oob(self) -> None:
+        """Empty out-of-bag sums for the current samples; no generation's votes in them (or cached) any more."""
+        log_ref = max((g.log_weight for g in self._generations), default=0.0)
+        self._oob = OutOfBag.empty(self.n_samples_, self._n_classes, log_ref)
+        for g in self._generations:
+            g.in_oob = False
+            g.oob_leaves = None
+            g.oob_votes = None

@@ -1,27 +1,34 @@
 """Saving and loading a forest as plain arrays plus JSON in one ``.npz`` file (``allow_pickle=False``).
 
-It writes and reads a :class:`~streamforest.state.ForestState`; the forest turns itself into one and back.
+It writes and reads a :class:`~streamforest.state.ForestState`; the forest turns itself into one and back
+(:class:`PersistenceMixin`, a base of :class:`~streamforest.FeatureStreamForest`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from streamforest.binning import ColumnBinner
 from streamforest.bookkeeping import WeightLedger
+from streamforest.columns import ColumnStore
 from streamforest.generations import Generation
+from streamforest.inputs import FeatureColumns
+from streamforest.oob import OutOfBag
 from streamforest.state import ForestState
 from streamforest.tree.model import Trees
 
 FORMAT = "streamforest.forest"
 VERSION = 1
+
+_Self = TypeVar("_Self", bound="PersistenceMixin")
 
 
 def _json_safe(values: Any) -> list:
@@ -151,3 +158,60 @@ def save_forest(forest: Any, path: str | os.PathLike) -> None:
 
 def load_forest(cls: type, path: str | os.PathLike) -> Any:
     return restore_forest(cls, *read_npz(path))
+
+
+class PersistenceMixin:
+    """A forest's :meth:`state` and the forest of a state (:meth:`from_state`); one ``.npz`` file of them."""
+
+    def state(self) -> ForestState:
+        """What the forest is made of (:class:`~streamforest.state.ForestState`): what :meth:`save` writes and
+        :meth:`from_state` rebuilds from. It shares its arrays with the forest: read it, do not change it."""
+        return ForestState(
+            params=self.get_params(), seed=self._seed, binners=list(self._columns.binners), classes=self.classes_,
+            ledger=self._ledger, generations=list(self._generations), next_generation=self._next_generation,
+            model_version=self.model_version_, columns=None if self._store is None else self._store.view(),
+            y_cls=self._y_cls, y_reg=self._y_reg, oob_sum=self._oob.sum, oob_count=self._oob.count,
+            oob_log_ref=self._oob.log_ref,
+        )
+
+    @classmethod
+    def from_state(cls: type[_Self], state: ForestState) -> _Self:
+        """The forest whose :meth:`state` this is; it continues learning exactly where that forest was.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from streamforest import FeatureStreamForest
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)); y = (X[:, 0] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=4, random_state=0).fit(X, y)
+        >>> g = FeatureStreamForest.from_state(f.state())
+        >>> bool((g.predict_proba(X) == f.predict_proba(X)).all()), g.model_version_ == f.model_version_
+        (True, True)
+        """
+        forest = cls(**state.params)
+        forest._seed = int(state.seed)
+        forest._columns = FeatureColumns(state.binners)
+        forest.classes_ = state.classes
+        # The state may be another live forest's: nothing that either forest changes in place is shared.
+        forest._ledger = state.ledger.copy()
+        forest._next_generation = int(state.next_generation)
+        forest.model_version_ = int(state.model_version)
+        # Removed generations are not part of the state: encodings from before it are re-encoded, not patched.
+        forest.encoder.restart(forest.model_version_)
+        if state.columns is not None:
+            forest._store = ColumnStore.from_array(np.asarray(state.columns))
+        forest._y_cls = state.y_cls
+        forest._y_reg = state.y_reg
+        forest._oob = OutOfBag(state.oob_sum.copy(), state.oob_count.copy(), state.oob_log_ref)
+        forest._generations = [dataclasses.replace(g) for g in state.generations]
+        return forest
+
+    def save(self, path: Any) -> None:
+        """Write the forest (and its training columns) to one ``.npz`` file of plain arrays and JSON; no pickle."""
+        save_forest(self, path)
+
+    @classmethod
+    def load(cls: type[_Self], path: Any) -> _Self:
+        """Read a forest written by :meth:`save`."""
+        return load_forest(cls, path)

@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from streamforest.inputs import is_int
+
 #: Share of the subspace budget spread uniformly when sampling by importance, so that every feature keeps a chance.
 EXPLORATION = 0.25
 #: A stream is *narrow* while trees would see fewer features than this on average: one or two features per tree
@@ -25,7 +27,7 @@ NARROW_SUBSPACE = 2.5
 
 def subspace_size(n_features: int, max_features: float | int, max_subspace: int | None) -> float:
     """Expected number of features per tree: a share of ``n_features`` (float) or a count (int), capped."""
-    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool):
+    if is_int(max_features):
         k = float(min(max_features, n_features))
     else:
         k = float(max_features) * n_features

@@ -9,74 +9,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from typing import Any
 
 import orjson
 
+from streamforest.cli_options import add_connection_options, check_env, client_settings, env_defaults
 from streamforest.engine.options import add_engine_options, engine_config
 from streamforest.optional import require
 
-ENV_PREFIX = "STREAMFOREST_"
-TRUE = ("1", "true", "yes", "on")
-
-
-def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-servers", default="localhost:9092", help="host:port[,host:port...] of the brokers")
-    p.add_argument("--security-protocol", choices=("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
-                   help="passed to kafka-python")
-    p.add_argument("--sasl-mechanism", help="PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI, OAUTHBEARER")
-    p.add_argument("--sasl-plain-username")
-    p.add_argument("--sasl-plain-password")
-    p.add_argument("--ssl-cafile")
-    p.add_argument("--ssl-certfile")
-    p.add_argument("--ssl-keyfile")
-    p.add_argument("--ssl-password")
-
-
-def _client_settings(args: argparse.Namespace) -> dict[str, Any]:
-    names = ("security_protocol", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password", "ssl_cafile",
-             "ssl_certfile", "ssl_keyfile", "ssl_password")
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-
-
-def _env_defaults(p: argparse.ArgumentParser) -> None:
-    """Defaults from ``STREAMFOREST_<DEST>``, converted like the command line would; a bad value is reported when
-    the command runs (``env_errors``), not while every command's parser is built."""
-    errors = []
-    for action in p._actions:
-        if not action.option_strings or action.dest == "help":
-            continue
-        raw = os.environ.get(ENV_PREFIX + action.dest.upper())
-        if raw is None:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            value: Any = raw.strip().lower() in TRUE
-        elif isinstance(action, argparse._AppendAction):
-            value = raw.split()
-        else:
-            try:
-                value = action.type(raw) if action.type else raw
-            except ValueError:
-                errors.append(f"{ENV_PREFIX}{action.dest.upper()}={raw!r} is not a valid {action.type.__name__}")
-                continue
-            if action.choices is not None and value not in action.choices:
-                errors.append(f"{ENV_PREFIX}{action.dest.upper()}={raw!r}: expected one of {list(action.choices)}")
-                continue
-        p.set_defaults(**{action.dest: value})
-        action.required = False
-    p.set_defaults(env_errors=errors)
-
-
-def _check_env(args: argparse.Namespace) -> None:
-    if getattr(args, "env_errors", None):
-        raise ValueError("; ".join(args.env_errors))
-
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _check_env(args)
+    check_env(args)
     require("kafka", "streamforest kafka run")
     from streamforest.connectors.kafka.config import Topics, WorkerConfig
     from streamforest.connectors.kafka.worker import Worker
@@ -91,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
         exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
         session_timeout_ms=int(args.session_timeout * 1000), max_poll_interval_ms=int(args.max_poll_interval * 1000),
-        client=_client_settings(args))
+        client=client_settings(args))
     worker = Worker(config, engine_config(args))
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
@@ -103,12 +48,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_produce(args: argparse.Namespace) -> int:
     """Send JSONL messages (a file, or ``-`` for ``streamforest produce`` piped in) keyed by their stream."""
-    _check_env(args)
+    check_env(args)
     require("kafka", "streamforest kafka produce")
     from kafka import KafkaProducer
 
     producer = KafkaProducer(bootstrap_servers=args.bootstrap_servers, enable_idempotence=True, acks="all",
-                             linger_ms=20, **_client_settings(args))
+                             linger_ms=20, **client_settings(args))
     fh = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")
     n = 0
     try:
@@ -146,14 +91,14 @@ def message_key(line: bytes) -> bytes | None:
 
 def cmd_tail(args: argparse.Namespace) -> int:
     """Print a topic's committed records: ``partition:offset key [headers] value``."""
-    _check_env(args)
+    check_env(args)
     require("kafka", "streamforest kafka tail")
     from kafka import KafkaConsumer, TopicPartition
 
     from streamforest.connectors.kafka import clients
 
     c = KafkaConsumer(bootstrap_servers=args.bootstrap_servers, isolation_level="read_committed",
-                      enable_auto_commit=False, **_client_settings(args))
+                      enable_auto_commit=False, **client_settings(args))
     try:
         parts = c.partitions_for_topic(args.topic)
         if not parts:
@@ -203,7 +148,7 @@ def register(subparsers: Any) -> None:
                                    "produce the records to <prefix>.predictions|encodings|feedback|errors, checkpoint "
                                    "each partition's state to the compacted <prefix>.state. SIGTERM/SIGINT: finish "
                                    "the message in hand, commit, leave the group.")
-    _add_connection_options(p)
+    add_connection_options(p)
     p.add_argument("--group-id", default="streamforest", help="consumer group of the workers")
     p.add_argument("--input-topic", default="streamforest.input")
     p.add_argument("--topic-prefix", default="streamforest", help="outputs and changelog are <prefix>.<name>")
@@ -233,24 +178,24 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metrics-host", default="127.0.0.1", help="address the metrics server binds to")
     p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
     add_engine_options(p)
-    _env_defaults(p)
+    env_defaults(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("produce", help="send JSONL messages to the input topic, keyed by stream",
                        description="Send one message per line of FILE (or stdin: pipe `streamforest produce` in) "
                                    "to the topic, keyed by its stream id.")
     p.add_argument("file", help="JSONL file, or - for stdin")
-    _add_connection_options(p)
+    add_connection_options(p)
     p.add_argument("--topic", default="streamforest.input")
-    _env_defaults(p)
+    env_defaults(p)
     p.set_defaults(func=cmd_produce)
 
     p = sub.add_parser("tail", help="print a topic's committed records readably",
                        description="Print the committed records of a topic: partition:offset key [headers] value.")
     p.add_argument("topic")
-    _add_connection_options(p)
+    add_connection_options(p)
     p.add_argument("--from-beginning", action="store_true", help="start at the oldest record (default: the end)")
     p.add_argument("--idle-timeout", type=float, help="stop after this many seconds without records")
     p.add_argument("--max-records", type=int, help="stop after printing this many records")
-    _env_defaults(p)
+    env_defaults(p)
     p.set_defaults(func=cmd_tail)

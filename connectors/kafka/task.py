@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
@@ -28,11 +27,6 @@ from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.state import StreamState
 
 log = logging.getLogger("streamforest.kafka")
-
-
-def engine_batches(engine: Engine, raw: bytes, source: str) -> Iterator[Sequence[dict[str, Any]]]:
-    """The one place the worker calls the engine: the records of one message, in bounded batches to produce."""
-    yield from engine.process_batches(raw, source)
 
 
 class PartitionTask:
@@ -150,7 +144,7 @@ class PartitionTask:
         replaying = msg.offset < self.replay_until
         started = time.perf_counter()
         n = 0
-        for batch in engine_batches(self.engine, raw, f"{msg.topic}:{msg.partition}:{msg.offset}"):
+        for batch in self.engine.process_batches(raw, f"{msg.topic}:{msg.partition}:{msg.offset}"):
             if not replaying:
                 n += self._send(outputs(self.config.topics, batch, origin))
         elapsed = time.perf_counter() - started

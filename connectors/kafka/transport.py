@@ -23,14 +23,17 @@ which is when the loop declares samples).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import logging
 import math
+import shlex
 import uuid
 from typing import Any
 
 import orjson
 
+from streamforest.cli_options import check_env, client_settings
 from streamforest.connectors.kafka.cli import message_key
 from streamforest.connectors.kafka.config import Topics, WorkerConfig
 from streamforest.optional import require
@@ -236,3 +239,29 @@ def worker_command(bootstrap_servers: str, topics: Topics, engine_config: dict[s
 
     return ["streamforest", "kafka", "run", "--bootstrap-servers", bootstrap_servers, "--input-topic", topics.input,
             "--topic-prefix", topics.prefix, "--create-topics", *engine_options(engine_config)]
+
+
+def transports(args: argparse.Namespace, config: dict[str, Any], final: dict[str, Any],
+               progress: Any) -> tuple[KafkaTransport, KafkaTransport]:
+    """The exploration and final-stream transports of ``streamforest relational run --transport kafka`` from its
+    options; ``progress`` (a callable or ``None``) is told the ``streamforest kafka run`` command of each worker
+    (:func:`worker_command`) with which the loop decides as in-process."""
+    check_env(args)
+    if not args.bootstrap_servers:
+        raise ValueError("--transport kafka needs --bootstrap-servers")
+    topics = Topics(input=args.input_topic, prefix=args.topic_prefix)
+    final_topics = Topics(input=args.final_input_topic or topics.input,
+                          prefix=args.final_topic_prefix or args.topic_prefix)
+    run_id = args.run_id or uuid.uuid4().hex[:12]
+    client = client_settings(args)
+    if progress is not None:
+        progress(f"relational over Kafka, run {run_id}: exploration worker: "
+                 f"{shlex.join(worker_command(args.bootstrap_servers, topics, config))}")
+        if final_topics != topics:
+            progress(f"final-stream worker: {shlex.join(worker_command(args.bootstrap_servers, final_topics, final))}")
+    transport = KafkaTransport(args.bootstrap_servers, topics, run_id, client)
+    try:
+        return transport, KafkaTransport(args.bootstrap_servers, final_topics, run_id, client)
+    except BaseException:
+        transport.close()
+        raise

@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 
 from streamforest import FeatureStreamForest
+from streamforest.encoder import EncodeOptions
+from streamforest.inputs import is_int
 from streamforest.rng import derive_seed
 from streamforest.threads import single_thread
 
@@ -70,12 +72,12 @@ def check_params(params: Mapping[str, Any]) -> None:
     """Refuse bad parameters with a ``ValueError`` that names them."""
     for name in ("window_size", "grace_period", "min_key_count"):
         v = params[name]
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+        if not is_int(v) or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v!r}")
     v = params["refresh_every"]
-    if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1):
+    if v is not None and (not is_int(v) or v < 1):
         raise ValueError(f"refresh_every must be a positive integer or None, got {v!r}")
-    if params["seed"] is not None and (isinstance(params["seed"], bool) or not isinstance(params["seed"], int)):
+    if params["seed"] is not None and not is_int(params["seed"], numpy=False):
         raise ValueError(f"seed must be an integer or None, got {params['seed']!r}")
     detector = params.get("drift_detector")
     if detector is not None and not isinstance(detector, (river_base.DriftDetector, river_base.BinaryDriftDetector)):
@@ -373,11 +375,11 @@ class ForestDriver:
             return float(self.window.labels().mean()) if self.window is not None and len(self.window) else 0.0
         return float(self.forest.predict(self._row(x))[0])
 
-    def encode(self, x: Mapping[Hashable, Any], **kwargs: Any) -> dict[int, float]:
+    def encode(self, x: Mapping[Hashable, Any], options: EncodeOptions) -> dict[int, float]:
         """The hashed encoding of ``x`` (see :meth:`FeatureStreamForest.encode`) as ``{column: value}``."""
         if self.forest is None:
             return {}
-        E = self.forest.encode(self._row(x), **kwargs)
+        E = self.forest.encoder.encode(self._row(x), options)
         return dict(zip(E.indices.tolist(), E.data.tolist(), strict=True))
 
     @property

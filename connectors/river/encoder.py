@@ -7,14 +7,18 @@ from typing import Any
 
 from river import base
 
+from streamforest import inputs
+from streamforest.encoder import EncodeOptions
+from streamforest.inputs import is_int
+
 from .driver import WindowForest
 
 #: Width of the encoder's hashed space: wider than the library's default, because River's linear models keep one
 #: weight per column seen and collisions of sparse per-sample encodings cost them more than the memory.
 N_COMPONENTS = 2**20
 
-TASKS = ("auto", "classification", "regression")
-VALUES = ("binary", "weighted")
+#: ``"auto"``: the first label decides.
+TASKS = ("auto", *inputs.TASKS)
 
 
 # SupervisedTransformer first: River's pipeline treats a class that is only a SupervisedTransformer as a final step
@@ -115,12 +119,11 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         task: str = "auto",
         seed: int | None = None,
     ) -> None:
-        if isinstance(n_components, bool) or not isinstance(n_components, int) or n_components < 1:
+        if not is_int(n_components, numpy=False) or n_components < 1:
             raise ValueError(f"n_components must be a positive integer, got {n_components!r}")
         if not isinstance(leaves_only, bool):
             raise ValueError(f"leaves_only must be a boolean, got {leaves_only!r}")
-        if values not in VALUES:
-            raise ValueError(f"values must be one of {VALUES}, got {values!r}")
+        options = EncodeOptions(n_components, values, leaves_only).check()
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
         self.n_components = n_components
@@ -128,13 +131,13 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         self.values = values
         self.task = task
         self._task = task
+        self._options = options
         super().__init__(window_size, grace_period, refresh_every, min_key_count, trees_per_generation, max_features,
                          split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, drift_detector,
                          seed)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
-        return self._driver.encode(x, n_components=self.n_components, values=self.values,
-                                   leaves_only=self.leaves_only)
+        return self._driver.encode(x, self._options)
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

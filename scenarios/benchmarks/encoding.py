@@ -220,7 +220,7 @@ def bench_single_thread(f: FeatureStreamForest, rf: RandomForestClassifier, X: n
 def print_throughput(r: dict[str, Any], single: dict[str, Any]) -> None:
     print(f"\n== 1-2. Encoding {r['n_samples']:,} samples through {r['n_trees']} trees of depth {MAX_DEPTH} ==")
     print(f"   medians of {len(r['methods']['ours_binary']['wall_s'])} runs (min in brackets); "
-          f"ours hashed to 2**18 columns, scikit-learn exact")
+          f"ours hashed to 2**{N_COMPONENTS.bit_length() - 1} columns, scikit-learn exact")
     head = (f"{'method':>24} | {'seconds':>17} | {'samples x trees / s':>19} | {'bytes / sample':>14} | "
             f"{'nnz / sample':>12}")
     print(head)

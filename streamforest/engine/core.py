@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.encoding import DEFAULT_N_COMPONENTS, check_arguments
+from streamforest.encoder import EncodeOptions
+from streamforest.encoding import DEFAULT_N_COMPONENTS
 from streamforest.engine import records
 from streamforest.engine.messages import (
     ControlMessage,
@@ -34,6 +35,7 @@ from streamforest.engine.messages import (
 from streamforest.engine.metrics import EngineMetrics
 from streamforest.engine.state import StreamState
 from streamforest.forest import FeatureStreamForest
+from streamforest.inputs import is_int
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
 #: Samples per republication batch: a few MB of records with hundreds of trees, and large enough that the
@@ -43,6 +45,10 @@ CHUNK_SIZE = 4096
 #: hold thousands of entries per sample, so their batches have fewer samples.
 CHUNK_ENTRIES = 2**21
 ENCODINGS = ("leaves", "paths", "none")
+#: Levels a path is assumed to have, when sizing a batch of encodings, in trees whose depth is not bounded
+#: (``max_depth=None``): an estimate of the usual depth, not a limit (the kernels' own limits are in
+#: :mod:`streamforest.tree`); a deeper path only makes that batch larger than :data:`CHUNK_ENTRIES`.
+ASSUMED_DEPTH = 32
 #: Widest hashed encoding a config accepts: CSR indices of 32 bits, what downstream sparse libraries expect.
 MAX_N_COMPONENTS = 2**31 - 1
 #: Default cap on one message's size: large feature columns come in parts (``produce --chunk``); Kafka's own
@@ -85,21 +91,25 @@ class EngineConfig:
             raise ValueError(f"publish must be one of {PUBLISH_POLICIES}, got {self.publish!r}")
         if self.encoding not in ENCODINGS:
             raise ValueError(f"encoding must be one of {ENCODINGS}, got {self.encoding!r}")
-        check_arguments(self.n_components, self.encoding_values, "default")
+        self.encode_options.check()
         if self.n_components > MAX_N_COMPONENTS:
             raise ValueError(f"n_components must be at most 2**31 - 1 = {MAX_N_COMPONENTS}, got {self.n_components}")
-        if isinstance(self.max_message_bytes, bool) or not isinstance(self.max_message_bytes, int) \
-                or self.max_message_bytes < 1:
+        if not is_int(self.max_message_bytes, numpy=False) or self.max_message_bytes < 1:
             raise ValueError(f"max_message_bytes must be a positive integer, got {self.max_message_bytes!r}")
         if not isinstance(self.forest, dict):
             raise TypeError(f"forest must be a dict of FeatureStreamForest parameters, got {self.forest!r}")
         seed = self.forest.get("random_state")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+        if seed is not None and (not is_int(seed, numpy=False) or not 0 <= seed < 2**63):
             raise ValueError(f"random_state (the seed) must be an integer in 0..2**63-1, got {seed!r}")
         try:  # refuse bad forest parameters now, not at the first feature
             FeatureStreamForest(**self.forest)
         except TypeError as exc:
             raise ValueError(f"bad forest parameters: {exc}") from None
+
+    @property
+    def encode_options(self) -> EncodeOptions:
+        """The arguments of the published encodings (for :meth:`streamforest.encoder.Encoder.encode`)."""
+        return EncodeOptions(self.n_components, self.encoding_values, leaves_only=self.encoding == "leaves")
 
     def to_json(self) -> dict[str, Any]:
         """What decides the engine's outputs (checkpoints record it; a restart with another is refused)."""
@@ -127,7 +137,7 @@ class Engine:
 
     def __init__(self, config: EngineConfig | None = None, metrics: EngineMetrics | None = None,
                  chunk_size: int = CHUNK_SIZE) -> None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        if not is_int(chunk_size, numpy=False) or chunk_size < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
         self.config = config or EngineConfig()
         self.metrics = metrics or EngineMetrics()
@@ -234,7 +244,7 @@ class Engine:
             if st is None:
                 self.streams.pop(name, None)
             else:
-                st._journal = None
+                st.commit()
                 self.streams[name] = st
         for update in self._after:
             update()
@@ -469,15 +479,13 @@ class Engine:
                                                          forest.predict_proba(X))
         if self.config.encoding == "none":
             return
-        leaves = self.config.encoding == "leaves"
-        # Entries per sample: one per tree for leaves, at most one per level of each tree for paths (32 levels
-        # assumed when the depth is not bounded).
-        per_sample = forest.n_trees_ * (1 if leaves else (forest.max_depth or 32) + 1)
+        options = self.config.encode_options
+        # Entries per sample: one per tree for leaves, at most one per level of each tree for paths.
+        per_sample = forest.n_trees_ * (1 if options.leaves_only else (forest.max_depth or ASSUMED_DEPTH) + 1)
         seconds = 0.0
         for ids, X in chunks(max(1, min(self.chunk_size, CHUNK_ENTRIES // max(per_sample, 1)))):
             start = time.perf_counter()
-            E = forest.encode(X, n_components=self.config.n_components, values=self.config.encoding_values,
-                              leaves_only=leaves)
+            E = forest.encoder.encode(X, options)
             seconds += time.perf_counter() - start
             yield records.RecordBatch.of_encodings(st.name, ids, version, E)
         self.metrics.encoding_seconds.observe(seconds)

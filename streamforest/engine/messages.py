@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from streamforest.inputs import is_int
+
 VERSION = 1
 KINDS = ("numeric", "nominal")
 CONTROL_OPS = ("snapshot", "drop")
@@ -84,7 +86,7 @@ def _string(value: Any, what: str, limit: int) -> str:
 
 def _sample_id(value: Any, what: str = "id") -> str:
     """Sample ids are strings; integers are accepted and read as their decimal string."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
+    if not (isinstance(value, str) or is_int(value, numpy=False)):
         raise Refused(f"{what} must be a string (or an integer), got {type(value).__name__}")
     return _string(str(value), what, MAX_ID_LENGTH)
 
@@ -167,7 +169,7 @@ def _feature(obj: dict, stream: str) -> FeatureMessage:
         raise Refused("a numeric feature has non-numeric values")
     part, parts = obj.get("part", 0), obj.get("parts", 1)
     for what, v in (("part", part), ("parts", parts)):
-        if isinstance(v, bool) or not isinstance(v, int):
+        if not is_int(v, numpy=False):
             raise Refused(f"{what} must be an integer")
     if parts < 1 or not 0 <= part < parts:
         raise Refused(f"part must be in 0..parts-1, got part={part}, parts={parts}")

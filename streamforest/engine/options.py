@@ -5,27 +5,10 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
-from streamforest.encoding import DEFAULT_N_COMPONENTS
-from streamforest.engine.core import MAX_MESSAGE_BYTES, MAX_N_COMPONENTS, EngineConfig
-
-
-def bounded_int(low: int, high: int | None = None) -> Any:
-    """An argparse type: an integer in ``low..high``, refused when the command starts."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 0)  # 0x..., 1_000 and plain decimals
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            span = f"at least {low}" if high is None else f"in {low}..{high}"
-            raise argparse.ArgumentTypeError(f"must be {span}, got {value}")
-        return value
-
-    return parse
+from streamforest.cli_options import bounded_int, forest_params
+from streamforest.encoding import DEFAULT_N_COMPONENTS, VALUE_MODES
+from streamforest.engine.core import ENCODINGS, MAX_MESSAGE_BYTES, MAX_N_COMPONENTS, PUBLISH_POLICIES, EngineConfig
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -35,16 +18,17 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--forest-param", action="append", metavar="KEY=VALUE",
                         help="a FeatureStreamForest parameter, e.g. trees_per_generation=30 (repeatable; the value "
                              "is read as JSON, or as a string when it is not JSON)")
-    parser.add_argument("--publish", choices=("unlabelled", "all", "none"), default="unlabelled",
+    parser.add_argument("--publish", choices=PUBLISH_POLICIES, default="unlabelled",
                         help="which samples get predictions/encodings after each model change")
-    parser.add_argument("--encoding", choices=("leaves", "paths", "none"), default="leaves",
+    parser.add_argument("--encoding", choices=ENCODINGS, default="leaves",
                         help="publish leaf encodings (one entry per tree), full node-path encodings, or none. The "
                              "encodings are most of the output (MagicTelescope, 6,340 scored samples x 10 "
                              "features: 179 MB of encodings with leaves, 10 MB of predictions); none publishes "
                              "predictions only")
     parser.add_argument("--n-components", type=bounded_int(1, MAX_N_COMPONENTS), default=DEFAULT_N_COMPONENTS,
-                        help="width of the hashed encodings, 1..2**31-1 (default 2**18)")
-    parser.add_argument("--encoding-values", choices=("binary", "weighted"), default="binary")
+                        help=f"width of the hashed encodings, 1..2**31-1 "
+                             f"(default 2**{DEFAULT_N_COMPONENTS.bit_length() - 1})")
+    parser.add_argument("--encoding-values", choices=VALUE_MODES, default="binary")
     parser.add_argument("--max-message-bytes", type=bounded_int(1), default=MAX_MESSAGE_BYTES,
                         help=f"refuse messages longer than this (dead letters keep their first 4 KiB and their "
                              f"length); default {MAX_MESSAGE_BYTES} (16 MiB): send larger feature columns in parts")
@@ -53,15 +37,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
 def engine_config(args: argparse.Namespace) -> EngineConfig:
     """The :class:`~streamforest.engine.core.EngineConfig` of the options :func:`add_engine_options` added;
     ``ValueError`` naming the bad option."""
-    forest: dict[str, Any] = {"random_state": args.seed}
-    for kv in args.forest_param or []:
-        k, eq, v = kv.partition("=")
-        if not eq or not k:
-            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
-        try:
-            forest[k] = json.loads(v)
-        except json.JSONDecodeError:
-            forest[k] = v  # a bare word: a string parameter such as policy=baseline
+    forest = {"random_state": args.seed, **forest_params(args.forest_param)}
     try:
         return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
                             n_components=args.n_components, encoding_values=args.encoding_values,

@@ -7,12 +7,25 @@ encoded after every model change, and so that a delayed label can move a scoring
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from streamforest.engine.messages import FeatureMessage
 from streamforest.forest import FeatureStreamForest
+from streamforest.inputs import is_number
+
+
+class Journal(NamedTuple):
+    """What a fork must undo, on :meth:`StreamState.rollback`, in the containers it shares with its parent."""
+
+    #: Samples (ids, index, labels) the parent had: the fork's own are appended after them.
+    n_samples: int
+    #: Training rows the parent had, and its list of them (the fork may replace its own by a new list).
+    n_train: int
+    train_rows: list[int]
+    #: The parent's label of every row the fork relabelled, from before its first change.
+    labels: dict[int, Any]
 
 
 @dataclass
@@ -28,8 +41,8 @@ class StreamState:
     pending: dict[str, dict[int, FeatureMessage]] = field(default_factory=dict)
     forest: FeatureStreamForest | None = None
     train_rows: list[int] = field(default_factory=list)
-    # A fork's undo journal: (samples, training rows, the shared training-row list, {row: label before}).
-    _journal: tuple[int, int, list[int], dict[int, Any]] | None = field(default=None, repr=False, compare=False)
+    # A fork's undo journal (None: not a fork, or committed).
+    _journal: Journal | None = field(default=None, repr=False, compare=False)
 
     @property
     def n_samples(self) -> int:
@@ -46,34 +59,39 @@ class StreamState:
         Per-feature containers (columns, kinds, pending parts) are copied, and column arrays and the forest are
         replaced, never written into. The per-sample containers (ids, index, labels, training rows) would cost
         O(samples) to copy on every message, so they are shared: the fork only appends to them and sets labels
-        through :meth:`set_label`, and keeps the journal that :meth:`rollback` undoes.
+        through :meth:`set_label`, and keeps the :class:`Journal` that :meth:`rollback` undoes.
         """
         child = StreamState(self.name, self.ids, self.index, self.labels, dict(self.columns), dict(self.kinds),
                             dict(self.pending), self.forest, self.train_rows)
-        child._journal = (len(self.ids), len(self.train_rows), self.train_rows, {})
+        child._journal = Journal(len(self.ids), len(self.train_rows), self.train_rows, {})
         return child
 
-    def set_label(self, row: int, label: Any) -> None:
-        if self._journal is not None and row < self._journal[0]:
-            self._journal[3].setdefault(row, self.labels[row])
-        self.labels[row] = label
-
-    def add_training_rows(self, rows: list[int]) -> None:
-        self.train_rows.extend(rows)
+    def commit(self) -> None:
+        """This fork is the stream's state now: what it appended stays, and nothing is left to undo."""
+        self._journal = None
 
     def rollback(self) -> None:
         """Undo what this fork did to the containers it shares with the state it was forked from."""
-        if self._journal is None:
+        journal = self._journal
+        if journal is None:
             return
-        n, n_train, train_rows, labels = self._journal
+        n = journal.n_samples
         for sid in self.ids[n:]:
             del self.index[sid]
         del self.ids[n:]
         del self.labels[n:]
-        for row, label in labels.items():
+        for row, label in journal.labels.items():
             self.labels[row] = label
-        del train_rows[n_train:]
+        del journal.train_rows[journal.n_train:]
         self._journal = None
+
+    def set_label(self, row: int, label: Any) -> None:
+        if self._journal is not None and row < self._journal.n_samples:
+            self._journal.labels.setdefault(row, self.labels[row])
+        self.labels[row] = label
+
+    def add_training_rows(self, rows: list[int]) -> None:
+        self.train_rows.extend(rows)
 
     def labelled_rows(self) -> list[int]:
         return [i for i, lab in enumerate(self.labels) if lab is not None]
@@ -103,8 +121,7 @@ class StreamState:
 
     def set_column(self, name: str, kind: str | None, ids: list[str], values: list[Any]) -> None:
         rows = np.fromiter((self.index[i] for i in ids), dtype=np.int64, count=len(ids))
-        numeric = kind != "nominal" and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-                                            for v in values)
+        numeric = kind != "nominal" and all(v is None or is_number(v, numpy=False) for v in values)
         if numeric:
             col = np.full(self.n_samples, np.nan)
             col[rows] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
@@ -131,10 +148,6 @@ class StreamState:
             stored = col[rows]
             return bool(np.all((given == stored) | (np.isnan(given) & np.isnan(stored))))
         return all(a == b or (a is None and b is None) for a, b in zip(col[rows].tolist(), values, strict=True))
-
-    def drop_column(self, name: str) -> None:
-        self.columns.pop(name, None)
-        self.kinds.pop(name, None)
 
     def rows_matrix(self, rows: np.ndarray) -> dict[str, np.ndarray]:
         """The raw values of these rows, by feature name (the forest's mapping input)."""

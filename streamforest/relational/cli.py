@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from streamforest.cli_options import add_connection_options, env_defaults, forest_params
+
+#: Opens the exploration and final-stream transports over Kafka from the parsed options:
+#: ``(args, exploration engine config, final engine config, progress) -> (transport, final transport)``. The Kafka
+#: connector provides it (``streamforest.connectors.kafka.transport.transports``) and the ``streamforest`` command
+#: passes it to :func:`register`: the library does not import a connector.
+KafkaTransports = Callable[[argparse.Namespace, dict[str, Any], dict[str, Any], Any], tuple[Any, Any]]
 
 EXAMPLES = """\
 examples:
@@ -16,8 +24,9 @@ examples:
 """
 
 
-def register(subparsers: Any) -> None:
-    """Add the ``relational`` command group to the ``streamforest`` parser."""
+def register(subparsers: Any, kafka_transports: KafkaTransports | None = None) -> None:
+    """Add the ``relational`` command group to the ``streamforest`` parser; ``--transport kafka`` opens its
+    transports with ``kafka_transports`` (``None``: the Kafka transport is not available)."""
     p = subparsers.add_parser("relational", help="find features in relational data with the engine's feedback",
                               description="The propositionalization feedback loop: candidate aggregates of child "
                                           "tables go to the engine as features; its feedback decides what to try "
@@ -51,17 +60,15 @@ def register(subparsers: Any) -> None:
     r.add_argument("--timeout", type=float, default=600.0,
                    help="seconds to wait for the engine's feedback on one feature before giving up")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
-    r.set_defaults(func=cmd_run)
+    r.set_defaults(func=cmd_run, kafka_transports=kafka_transports)
 
 
 def _kafka_options() -> argparse.ArgumentParser:
     """The Kafka transport's options (those of ``streamforest kafka``, environment variables included)."""
-    from streamforest.connectors.kafka import cli as kafka_cli
-
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("over Kafka", "the loop's messages go to a `streamforest kafka run` worker started "
                                            "separately (with the options the loop prints)")
-    kafka_cli._add_connection_options(g)
+    add_connection_options(g)
     g.add_argument("--input-topic", default="streamforest.input", help="the exploration worker's input topic")
     g.add_argument("--topic-prefix", default="streamforest", help="the exploration worker's output prefix")
     g.add_argument("--final-input-topic",
@@ -70,38 +77,8 @@ def _kafka_options() -> argparse.ArgumentParser:
     g.add_argument("--final-topic-prefix", help="output prefix of that worker (default: --topic-prefix)")
     g.add_argument("--run-id", help="prefix of this run's stream ids on the topics (default: a random one)")
     p.set_defaults(bootstrap_servers=None)  # its presence selects the Kafka transport
-    kafka_cli._env_defaults(p)
+    env_defaults(p)
     return p
-
-
-def _kafka_transports(args: argparse.Namespace, config: dict[str, Any], final: dict[str, Any],
-                      progress: Any) -> tuple[Any, Any]:
-    import shlex
-    import uuid
-
-    from streamforest.connectors.kafka import cli as kafka_cli
-    from streamforest.connectors.kafka.config import Topics
-    from streamforest.connectors.kafka.transport import KafkaTransport, worker_command
-
-    kafka_cli._check_env(args)
-    if not args.bootstrap_servers:
-        raise ValueError("--transport kafka needs --bootstrap-servers")
-    topics = Topics(input=args.input_topic, prefix=args.topic_prefix)
-    final_topics = Topics(input=args.final_input_topic or topics.input,
-                          prefix=args.final_topic_prefix or args.topic_prefix)
-    run_id = args.run_id or uuid.uuid4().hex[:12]
-    client = kafka_cli._client_settings(args)
-    if progress is not None:
-        progress(f"relational over Kafka, run {run_id}: exploration worker: "
-                 f"{shlex.join(worker_command(args.bootstrap_servers, topics, config))}")
-        if final_topics != topics:
-            progress(f"final-stream worker: {shlex.join(worker_command(args.bootstrap_servers, final_topics, final))}")
-    transport = KafkaTransport(args.bootstrap_servers, topics, run_id, client)
-    try:
-        return transport, KafkaTransport(args.bootstrap_servers, final_topics, run_id, client)
-    except BaseException:
-        transport.close()
-        raise
 
 
 def load(args: argparse.Namespace):
@@ -121,15 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from streamforest.relational.loop import Loop, engine_config
     from streamforest.relational.outputs import TrialLog, plot_curve, write_features, write_predictions
 
-    forest: dict[str, Any] = {}
-    for kv in args.forest_param or []:
-        if "=" not in kv:
-            raise ValueError(f"--forest-param expects key=value, got {kv!r}")
-        k, v = kv.split("=", 1)
-        try:
-            forest[k] = json.loads(v)
-        except json.JSONDecodeError:
-            forest[k] = v
+    forest = forest_params(args.forest_param)
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
     db = load(args)
@@ -142,8 +111,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         transport, final_transport = InProcess(config), InProcess(final)
     elif kind == "jsonl":
         transport, final_transport = JsonlProcess(config, log=out / "engine"), JsonlProcess(final, out / "final")
+    elif args.kafka_transports is None:
+        raise ValueError("--transport kafka needs the Kafka connector (streamforest.connectors.kafka)")
     else:
-        transport, final_transport = _kafka_transports(args, config, final, progress)
+        transport, final_transport = args.kafka_transports(args, config, final, progress)
     log = TrialLog(out / "candidates.jsonl")
     try:
         loop = Loop(db, client=EngineClient(transport, args.timeout),

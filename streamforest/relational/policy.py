@@ -296,9 +296,6 @@ class ThompsonPolicy(Policy):
         score[self.exhausted] = -np.inf
         return score
 
-    def _draw(self) -> int:
-        return int(np.argmax(self._scores()))
-
     def _from_family(self, i: int) -> Candidate | None:
         """The family's most relevant ready member (None, and the family exhausted, when it has no more)."""
         beam = self._fill(i)

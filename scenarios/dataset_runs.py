@@ -1,0 +1,46 @@
+"""Running the paper's datasets in worker processes: where the datasets are, and one numba thread per process.
+
+Shared by :mod:`scenarios.paper_reproduction`, :mod:`scenarios.low_dimensional` and
+:mod:`scenarios.induced_features`, which each run one task per dataset (all of its seeds) and collect the rows.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+#: The paper's 242 datasets live in ``shared/`` beside the repository.
+SHARED = REPO.parent / "shared"
+#: The seeds of the paper's protocol (one stratified split and forest per seed).
+SEEDS = tuple(range(2101, 2111))
+
+
+def worker_init() -> None:
+    """Make this process use one numba thread: one process per core, and numba's own threads would only
+    oversubscribe (or take every core of a shared machine)."""
+    # The parent has imported numba already (forked workers inherit its thread count), so the environment variable
+    # alone is not enough.
+    os.environ["NUMBA_NUM_THREADS"] = "1"
+    import numba
+
+    numba.set_num_threads(1)
+
+
+def run_all_tasks(run: Any, tasks: list[Any], workers: int) -> list[dict]:
+    """``run(task)`` (a list of rows) for every task, in ``workers`` processes of one numba thread each."""
+    from tqdm import tqdm
+
+    rows: list[dict] = []
+    if workers <= 1:
+        for task in tqdm(tasks, desc="datasets", unit="ds"):
+            rows.extend(run(task))
+        return rows
+    os.environ["NUMBA_NUM_THREADS"] = "1"
+    with ProcessPoolExecutor(max_workers=workers, initializer=worker_init) as pool:
+        futures = {pool.submit(run, t): t for t in tasks}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="datasets", unit="ds"):
+            rows.extend(fut.result())
+    return rows
