@@ -23,6 +23,7 @@ Everything is deterministic given the seed, the data and the feedback.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
     OPERATORS,
     Combination,
+    Family,
     Feature,
     Generator,
     definition,
@@ -119,12 +121,47 @@ class _Beam:
     done: bool = False
 
 
-def _complexity(f: Any) -> int:
-    """Conditions, nestings and steps beyond the first; a combination counts 1."""
-    if isinstance(f, tuple):
-        return 1
+def complexity(f: Family) -> int:
+    """Conditions, nestings and steps beyond the first (of the family and of its inner one)."""
     n = (f.cond is not None) + max(len(f.path) - 1, 0)
-    return n + (1 + _complexity(f.inner) if f.inner is not None else 0)
+    return n + (1 + complexity(f.inner) if f.inner is not None else 0)
+
+
+class Aggregates:
+    """A family of the generator's space as the policy sees it: members computed lazily, thresholds learned by
+    ``score`` as each member comes up."""
+
+    #: members are fixed: an exhausted family stays exhausted
+    renewed = False
+
+    def __init__(self, family: Family, generator: Generator, score: Callable[[np.ndarray], float]) -> None:
+        self.family = family
+        self.generator = generator
+        self.score = score
+        self.label = str(family)
+        self.facets = family.facets()
+        self.complexity = complexity(family)
+
+    def members(self) -> Iterator[Feature]:
+        return (self.generator.learn(f, self.score) for f in self.generator.members(self.family))
+
+
+class Combine:
+    """An FCTree operator as a family: its members are the operator on the best accepted features (pairs of them,
+    or each alone for the unary ones), drawn afresh whenever the policy looks, as the accepted set changes."""
+
+    #: an accepted feature gives new members: the family comes back (see ``ThompsonPolicy.observe``)
+    renewed = True
+    complexity = 1
+
+    def __init__(self, op: str, pairs: Callable[[str], Iterator[Feature]]) -> None:
+        self.op = op
+        self.pairs = pairs
+        self.label = f"combine {op}"
+        self.facets = ("kind=combine", f"func={op}")
+
+    def members(self) -> Iterator[Feature]:
+        return self.pairs(self.op)
 
 
 class ThompsonPolicy(Policy):
@@ -152,8 +189,8 @@ class ThompsonPolicy(Policy):
         Gain required besides (in the engine's out-of-bag metric).
     beam
         Accepted features (the best by gain) whose pairs the FCTree operators combine. The pairs are ranked by
-        relevance like any family's members, so a wider beam gives the ranking more to choose from: on Mutagenesis
-        (50 folds, budget 90) 10 rather than 6 took RF(500) on the accepted features from 0.9637 to 0.9674.
+        relevance like any family's members, so a wider beam gives the ranking more to choose from (docs/relational.md
+        has the measurements).
     prior
         Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
     simplicity
@@ -189,9 +226,10 @@ class ThompsonPolicy(Policy):
         self.relevance_weight = relevance_weight
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
-        self.families: list[Any] = [f for f in fams if f.kind != "attribute"]
-        self.families += [("combine", op) for op in operators]
-        facet_lists = [self._facets(f) for f in self.families]
+        self.families: list[Aggregates | Combine] = [Aggregates(f, generator, self._score) for f in fams
+                                                      if f.kind != "attribute"]
+        self.families += [Combine(op, self._pairs) for op in operators]
+        facet_lists = [f.facets for f in self.families]
         self.facet_index: dict[str, int] = {}
         rows, cols, vals = [], [], []
         for i, fs in enumerate(facet_lists):
@@ -201,7 +239,7 @@ class ThompsonPolicy(Policy):
                 vals.append(1.0 / len(fs))
         self.incidence = sparse.csr_matrix((vals, (rows, cols)), shape=(len(self.families), len(self.facet_index)))
         self.arms = [_Arm() for _ in self.facet_index]
-        self.bias = -simplicity * np.array([_complexity(f) for f in self.families], dtype=np.float64)
+        self.bias = -simplicity * np.array([f.complexity for f in self.families], dtype=np.float64)
         self.beams: dict[int, _Beam] = {}
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.seen: set[str] = set()  # definitions proposed
@@ -215,12 +253,6 @@ class ThompsonPolicy(Policy):
         self._pending_attr = list(self.attributes)
 
     # ------------------------------------------------------------------ proposing
-
-    @staticmethod
-    def _facets(f: Any) -> tuple[str, ...]:
-        if isinstance(f, tuple):
-            return ("kind=combine", f"func={f[1]}")
-        return f.facets()
 
     def propose(self) -> Candidate | None:
         """The target's own attributes first, then a shadow when one is due, then :meth:`_next_real`."""
@@ -284,8 +316,8 @@ class ThompsonPolicy(Policy):
         v[idx] = v[self.rng.permutation(idx)]
         k = len(self.shadow_gains) + 1
         defn = f"SHADOW{k}({base.definition})"
-        return Candidate(defn, feature_name(defn), "shadow", ("kind=shadow",), v, None, True,
-                         relevance(v[self.labelled], self.y), base.nominal)
+        return Candidate(definition=defn, name=feature_name(defn), family="shadow", facets=("kind=shadow",),
+                         values=v, shadow=True, relevance=relevance(v[self.labelled], self.y), nominal=base.nominal)
 
     def _scores(self) -> np.ndarray:
         """Every family's Thompson score: the mean of its facets' draws, plus the simplicity prior."""
@@ -312,19 +344,16 @@ class ThompsonPolicy(Policy):
         fam = self.families[i]
         beam = self.beams.get(i)
         if beam is None:
-            beam = self.beams[i] = _Beam(self._pairs(fam[1]) if isinstance(fam, tuple)
-                                         else self.generator.members(fam))
-        if isinstance(fam, tuple):
-            beam.members = self._pairs(fam[1])  # the accepted set changes: pairs are drawn afresh
+            beam = self.beams[i] = _Beam(fam.members())
+        elif fam.renewed:
+            beam.members = fam.members()
             beam.done = False
         while len(beam.ready) < self.pool and not beam.done:
             f = next(beam.members, None)
             if f is None:
                 beam.done = True
                 break
-            if not isinstance(fam, tuple):
-                f = self.generator.learn(f, self._score)
-            c = self._make(f, str(fam) if not isinstance(fam, tuple) else f"combine {fam[1]}", self._facets(fam))
+            c = self._make(f, fam.label, fam.facets)
             if c is not None:
                 beam.ready.append(c)
         if not beam.ready:
@@ -367,8 +396,8 @@ class ThompsonPolicy(Policy):
         if digest in self.hashes:
             return None
         self.hashes.add(digest)
-        return Candidate(defn, feature_name(defn), family, facets, v, f, False, relevance(lab, self.y),
-                         self.generator.is_nominal(f))
+        return Candidate(definition=defn, name=feature_name(defn), family=family, facets=facets, values=v,
+                         feature=f, relevance=relevance(lab, self.y), nominal=self.generator.is_nominal(f))
 
     # ------------------------------------------------------------------ learning from feedback
 
@@ -416,7 +445,7 @@ class ThompsonPolicy(Policy):
         if accepted:
             self.accepted.append((candidate, gain if gain is not None else 0.0))
             for i, fam in enumerate(self.families):
-                if isinstance(fam, tuple):
+                if fam.renewed:
                     self.exhausted[i] = False
         return Decision(accepted, why, gain)
 
@@ -430,16 +459,16 @@ class EnumerationPolicy(ThompsonPolicy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0,
                  max_complexity: int = 2, **kwargs: Any) -> None:
         super().__init__(generator, y, labelled, seed=seed, operators=(), **kwargs)
-        self._queue = (f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= max_complexity
-                       and (f.kind != "nested" or _complexity(f) <= 1))
+        self.max_complexity = max_complexity
+        self.enumerated = [f for f in generator.families() if f.kind != "attribute" and complexity(f) <= max_complexity
+                           and (f.kind != "nested" or complexity(f) <= 1)]
+        self._queue = iter(self.enumerated)
         self._members: Any = iter(())
         self._family: Any = None
 
     def size(self) -> int:
         """How many candidates the enumeration holds (computing none)."""
-        fams = [f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= 2
-                and (f.kind != "nested" or _complexity(f) <= 1)]
-        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in fams)
+        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in self.enumerated)
 
     def _next_real(self) -> Candidate | None:
         """The next member of the enumeration, family after family."""
