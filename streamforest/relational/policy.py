@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.stats import norm as normal
+from scipy.stats import t as student_t
 
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
@@ -92,6 +94,30 @@ def gain_of(feedback: dict[str, Any]) -> float | None:
     if before is None or after is None:
         return None
     return before - after if feedback.get("oob_metric") == "log_loss" else after - before
+
+
+#: The smallest out-of-bag error a gain is measured against (a perfect score leaves none).
+MIN_ERROR = 1e-4
+
+
+def error_of(feedback: dict[str, Any]) -> float | None:
+    """The out-of-bag error left before the candidate: 1 - AUC (or R^2), the log loss itself; None when not measured.
+
+    A shadow's gain (noise) has a spread proportional to ``sqrt(error)``: the pairs a forest may misorder are the
+    remaining error's, and how many of them a useless feature's trees reorder is a count of them. Gains are compared
+    in units of ``sqrt(error)``, so a shadow drawn at one score measures the noise at another.
+
+    >>> error_of({"oob_metric": "auc", "oob_before": 0.96, "oob_after": 0.99})
+    0.040000000000000036
+    """
+    before = feedback.get("oob_before")
+    if before is None:
+        return None
+    return max(before if feedback.get("oob_metric") == "log_loss" else 1.0 - before, MIN_ERROR)
+
+
+def _fmt_error(error: float | None) -> str:
+    return "--" if error is None else f"{error:.3g}"
 
 
 class Policy:
@@ -401,8 +427,14 @@ class ThompsonPolicy(Policy):
 
     # ------------------------------------------------------------------ learning from feedback
 
-    def threshold(self) -> float:
-        """The gain a candidate must beat: the recent shadows' mean + ``z`` standard deviations (and ``min_gain``).
+    def threshold(self, error: float = 1.0, small_sample: bool = True) -> float:
+        """The gain a candidate must beat when the out-of-bag ``error`` is left (see :func:`error_of`).
+
+        The shadows' gains, each in units of the ``sqrt(error)`` it was measured at, give a mean and a standard
+        deviation; the threshold is the mean + ``z`` standard deviations, times ``sqrt(error)``, and at least
+        ``min_gain``. With ``small_sample`` the margin is the Student-t prediction bound for that many shadows (a
+        useless candidate beats it as often as a normal draw beats ``z``, however few shadows there are); without,
+        plain ``z``. With the default ``error`` of 1, the threshold in units of ``sqrt(error)``.
 
         Gains only: importances are shares among the features present (and vanish with pruned generations), so a
         shadow's importance from an earlier forest is no yardstick for a later candidate.
@@ -410,33 +442,49 @@ class ThompsonPolicy(Policy):
         if len(self.shadow_gains) < 2:
             return self.min_gain
         g = np.asarray(self.shadow_gains[-20:])
-        return max(self.min_gain, float(g.mean() + self.z * max(g.std(ddof=1), 1e-4)))
+        z = self._z_of(g.size) if small_sample else self.z
+        return max(self.min_gain, float(g.mean() + z * max(g.std(ddof=1), 1e-4)) * np.sqrt(error))
+
+    def _z_of(self, n: int) -> float:
+        """``z`` for a mean and sd estimated from ``n`` shadows: the Student-t prediction bound that a useless
+        candidate's gain exceeds as often as a normal one exceeds ``z``."""
+        return float(student_t.ppf(normal.cdf(self.z), n - 1) * np.sqrt(1.0 + 1.0 / n))
 
     def noise(self) -> float:
+        """The spread of the recent shadows' gains, in units of ``sqrt(error)``."""
         if len(self.shadow_gains) < 2:
-            return 0.01
-        return max(float(np.std(self.shadow_gains[-20:])), 1e-3)
+            return 0.03
+        return max(float(np.std(self.shadow_gains[-20:])), 3e-3)
 
     def observe(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
-        gain = gain_of(feedback)
+        """Accepted: a gain above :meth:`threshold` at the error left, or one that removes at least half of that
+        error and beats the shadows' plain mean + ``z`` sd (the Student-t margin of few shadows would reject a
+        feature that leaves almost nothing to gain)."""
+        gain, error = gain_of(feedback), error_of(feedback)
         if candidate.shadow:
-            self.shadow_gains.append(gain if gain is not None else 0.0)
+            self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
             self.shadow_relevance.append(candidate.relevance)
             return Decision(False, "shadow (noise estimate)", gain)
-        g_thr = self.threshold()
+        e = 1.0 if error is None else error
+        g_thr = self.threshold(e)
+        most = gain is not None and gain >= e / 2 and gain > self.threshold(e, small_sample=False)
         r_thr = (float(np.quantile(self.shadow_relevance[-20:], self.relevance_gate))
                  if self.relevance_gate is not None and self.shadow_relevance else -1.0)
+        rule = f"(shadows' bound, {self.z:g} sd, at the error {_fmt_error(error)} left)"
         if gain is None:
             accepted, why = True, "first feature (nothing to compare with)"
-        elif gain <= g_thr:
-            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+        elif gain <= g_thr and not most:
+            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} {rule}"
         elif candidate.relevance <= r_thr:
             accepted, why = False, (f"relevance {candidate.relevance:.3f} <= {r_thr:.3f} "
                                     f"(shadows' q{self.relevance_gate:g})")
+        elif gain > g_thr:
+            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} {rule}"
         else:
-            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+            accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
+                                   f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
         if "kind=attribute" not in candidate.facets and gain is not None:
-            reward = float(np.clip((gain - g_thr) / self.noise(), -3, 3))
+            reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
             for f in candidate.facets:
                 a = self.arms[self.facet_index[f]] if f in self.facet_index else None
                 if a is not None:
