@@ -194,21 +194,21 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
             return super().propose()
 
     tried, noise = [], []
-    for seed in range(10):
+    # the policy does not see the budget: a run with a smaller one is a prefix of this one (any budget from the
+    # defining candidate's turn on tries it, and decides the same)
+    for seed in range(14):
         db = documents_to_tables(churn_documents(seed), "churn", key="id")
-        for budget in (25, 45):
-            loop = Loop(db, policy=WithNoise(Generator(db), db.labels, db.labelled, seed=seed), budget=budget,
-                        seed=seed)
-            try:
-                trials = loop.run().trials
-            finally:
-                loop.client.close()
-                loop.final_client.close()
-            tried += [(seed, budget, t["accepted"], t["why"]) for t in trials if t["definition"] == defining]
-            noise += [t["accepted"] for t in trials if t["definition"].startswith("NOISE")]
+        loop = Loop(db, policy=WithNoise(Generator(db), db.labels, db.labelled, seed=seed), budget=40, seed=seed)
+        try:
+            trials = loop.run().trials
+        finally:
+            loop.client.close()
+            loop.final_client.close()
+        tried += [(seed, t["n"], t["accepted"], t["why"]) for t in trials if t["definition"] == defining]
+        noise += [t["accepted"] for t in trials if t["definition"].startswith("NOISE")]
     assert len(tried) >= 10  # the defining candidate comes up in most runs
     assert [t for t in tried if not t[2]] == []  # and is accepted every time
     # useless candidates slip through no more often than the rule's nominal rate, 1 - Phi(z), give or take 2 SE
     nominal = 1 - norm.cdf(loop.policy.z)
-    assert len(noise) >= 100
+    assert len(noise) >= 80
     assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
