@@ -13,9 +13,11 @@ default, :class:`ThompsonPolicy`:
 * **Combinations only of accepted features.** FCTree operators are families too, whose members are pairs of
   the best accepted features.
 * **Shadows.** Every ``shadow_every`` candidates a shadow is sent: a real candidate's values permuted across the
-  labelled rows, related to nothing. Their gains are the noise level: a candidate is accepted only if its gain
-  beats the shadows' mean by ``z`` of their standard deviations (about 16 % of useless candidates slip through at
-  ``z = 1``, 7 % at 1.5), which is what bounds false acceptances.
+  labelled rows, related to nothing. Their gains are the noise level, in units of ``sqrt(error)`` (the out-of-bag
+  error left before each: a useless feature's gain spreads in proportion to it, see :func:`error_of`): a candidate
+  is accepted only if its gain beats the shadows' mean by ``z`` of their standard deviations at the error left, with
+  Student-t's margin for the number of shadows (1 - Phi(z) of useless candidates slip through, 7 % at
+  ``z = 1.5``), or if it removes at least half of the error left and beats the plain ``z`` bound.
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -208,7 +210,8 @@ class ThompsonPolicy(Policy):
     shadow_every
         One shadow per this many candidates (0: none).
     z
-        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20).
+        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20, at the
+        out-of-bag error left; see :meth:`threshold` and :meth:`observe`).
     relevance_gate
         If set, a candidate's univariate relevance must also beat this quantile of the shadows' relevance.
     min_gain
