@@ -13,9 +13,11 @@ default, :class:`ThompsonPolicy`:
 * **Combinations only of accepted features.** FCTree operators are families too, whose members are pairs of
   the best accepted features.
 * **Shadows.** Every ``shadow_every`` candidates a shadow is sent: a real candidate's values permuted across the
-  labelled rows, related to nothing. Their gains are the noise level: a candidate is accepted only if its gain
-  beats the shadows' mean by ``z`` of their standard deviations (about 16 % of useless candidates slip through at
-  ``z = 1``, 7 % at 1.5), which is what bounds false acceptances.
+  labelled rows, related to nothing. Their gains are the noise level, in units of ``sqrt(error)`` (the out-of-bag
+  error left before each: a useless feature's gain spreads in proportion to it, see :func:`error_of`): a candidate
+  is accepted only if its gain beats the shadows' mean by ``z`` of their standard deviations at the error left, with
+  Student-t's margin for the number of shadows (1 - Phi(z) of useless candidates slip through, 7 % at
+  ``z = 1.5``), or if it removes at least half of the error left and beats the plain ``z`` bound.
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -23,16 +25,20 @@ Everything is deterministic given the seed, the data and the feedback.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from scipy import sparse
+from scipy.stats import norm as normal
+from scipy.stats import t as student_t
 
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
     OPERATORS,
     Combination,
+    Family,
     Feature,
     Generator,
     definition,
@@ -92,6 +98,30 @@ def gain_of(feedback: dict[str, Any]) -> float | None:
     return before - after if feedback.get("oob_metric") == "log_loss" else after - before
 
 
+#: The smallest out-of-bag error a gain is measured against (a perfect score leaves none).
+MIN_ERROR = 1e-4
+
+
+def error_of(feedback: dict[str, Any]) -> float | None:
+    """The out-of-bag error left before the candidate: 1 - AUC (or R^2), the log loss itself; None when not measured.
+
+    A shadow's gain (noise) has a spread proportional to ``sqrt(error)``: the pairs a forest may misorder are the
+    remaining error's, and how many of them a useless feature's trees reorder is a count of them. Gains are compared
+    in units of ``sqrt(error)``, so a shadow drawn at one score measures the noise at another.
+
+    >>> error_of({"oob_metric": "auc", "oob_before": 0.96, "oob_after": 0.99})
+    0.040000000000000036
+    """
+    before = feedback.get("oob_before")
+    if before is None:
+        return None
+    return max(before if feedback.get("oob_metric") == "log_loss" else 1.0 - before, MIN_ERROR)
+
+
+def _fmt_error(error: float | None) -> str:
+    return "--" if error is None else f"{error:.3g}"
+
+
 class Policy:
     """What the loop asks of a policy (subclass it to plug in your own)."""
 
@@ -119,12 +149,47 @@ class _Beam:
     done: bool = False
 
 
-def _complexity(f: Any) -> int:
-    """Conditions, nestings and steps beyond the first; a combination counts 1."""
-    if isinstance(f, tuple):
-        return 1
+def complexity(f: Family) -> int:
+    """Conditions, nestings and steps beyond the first (of the family and of its inner one)."""
     n = (f.cond is not None) + max(len(f.path) - 1, 0)
-    return n + (1 + _complexity(f.inner) if f.inner is not None else 0)
+    return n + (1 + complexity(f.inner) if f.inner is not None else 0)
+
+
+class Aggregates:
+    """A family of the generator's space as the policy sees it: members computed lazily, thresholds learned by
+    ``score`` as each member comes up."""
+
+    #: members are fixed: an exhausted family stays exhausted
+    renewed = False
+
+    def __init__(self, family: Family, generator: Generator, score: Callable[[np.ndarray], float]) -> None:
+        self.family = family
+        self.generator = generator
+        self.score = score
+        self.label = str(family)
+        self.facets = family.facets()
+        self.complexity = complexity(family)
+
+    def members(self) -> Iterator[Feature]:
+        return (self.generator.learn(f, self.score) for f in self.generator.members(self.family))
+
+
+class Combine:
+    """An FCTree operator as a family: its members are the operator on the best accepted features (pairs of them,
+    or each alone for the unary ones), drawn afresh whenever the policy looks, as the accepted set changes."""
+
+    #: an accepted feature gives new members: the family comes back (see ``ThompsonPolicy.observe``)
+    renewed = True
+    complexity = 1
+
+    def __init__(self, op: str, pairs: Callable[[str], Iterator[Feature]]) -> None:
+        self.op = op
+        self.pairs = pairs
+        self.label = f"combine {op}"
+        self.facets = ("kind=combine", f"func={op}")
+
+    def members(self) -> Iterator[Feature]:
+        return self.pairs(self.op)
 
 
 class ThompsonPolicy(Policy):
@@ -145,15 +210,16 @@ class ThompsonPolicy(Policy):
     shadow_every
         One shadow per this many candidates (0: none).
     z
-        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20).
+        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20, at the
+        out-of-bag error left; see :meth:`threshold` and :meth:`observe`).
     relevance_gate
         If set, a candidate's univariate relevance must also beat this quantile of the shadows' relevance.
     min_gain
         Gain required besides (in the engine's out-of-bag metric).
     beam
         Accepted features (the best by gain) whose pairs the FCTree operators combine. The pairs are ranked by
-        relevance like any family's members, so a wider beam gives the ranking more to choose from: on Mutagenesis
-        (50 folds, budget 90) 10 rather than 6 took RF(500) on the accepted features from 0.9637 to 0.9674.
+        relevance like any family's members, so a wider beam gives the ranking more to choose from (docs/relational.md
+        has the measurements).
     prior
         Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
     simplicity
@@ -189,9 +255,10 @@ class ThompsonPolicy(Policy):
         self.relevance_weight = relevance_weight
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
-        self.families: list[Any] = [f for f in fams if f.kind != "attribute"]
-        self.families += [("combine", op) for op in operators]
-        facet_lists = [self._facets(f) for f in self.families]
+        self.families: list[Aggregates | Combine] = [Aggregates(f, generator, self._score) for f in fams
+                                                      if f.kind != "attribute"]
+        self.families += [Combine(op, self._pairs) for op in operators]
+        facet_lists = [f.facets for f in self.families]
         self.facet_index: dict[str, int] = {}
         rows, cols, vals = [], [], []
         for i, fs in enumerate(facet_lists):
@@ -201,7 +268,7 @@ class ThompsonPolicy(Policy):
                 vals.append(1.0 / len(fs))
         self.incidence = sparse.csr_matrix((vals, (rows, cols)), shape=(len(self.families), len(self.facet_index)))
         self.arms = [_Arm() for _ in self.facet_index]
-        self.bias = -simplicity * np.array([_complexity(f) for f in self.families], dtype=np.float64)
+        self.bias = -simplicity * np.array([f.complexity for f in self.families], dtype=np.float64)
         self.beams: dict[int, _Beam] = {}
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.seen: set[str] = set()  # definitions proposed
@@ -215,12 +282,6 @@ class ThompsonPolicy(Policy):
         self._pending_attr = list(self.attributes)
 
     # ------------------------------------------------------------------ proposing
-
-    @staticmethod
-    def _facets(f: Any) -> tuple[str, ...]:
-        if isinstance(f, tuple):
-            return ("kind=combine", f"func={f[1]}")
-        return f.facets()
 
     def propose(self) -> Candidate | None:
         """The target's own attributes first, then a shadow when one is due, then :meth:`_next_real`."""
@@ -284,8 +345,8 @@ class ThompsonPolicy(Policy):
         v[idx] = v[self.rng.permutation(idx)]
         k = len(self.shadow_gains) + 1
         defn = f"SHADOW{k}({base.definition})"
-        return Candidate(defn, feature_name(defn), "shadow", ("kind=shadow",), v, None, True,
-                         relevance(v[self.labelled], self.y), base.nominal)
+        return Candidate(definition=defn, name=feature_name(defn), family="shadow", facets=("kind=shadow",),
+                         values=v, shadow=True, relevance=relevance(v[self.labelled], self.y), nominal=base.nominal)
 
     def _scores(self) -> np.ndarray:
         """Every family's Thompson score: the mean of its facets' draws, plus the simplicity prior."""
@@ -309,19 +370,16 @@ class ThompsonPolicy(Policy):
         fam = self.families[i]
         beam = self.beams.get(i)
         if beam is None:
-            beam = self.beams[i] = _Beam(self._pairs(fam[1]) if isinstance(fam, tuple)
-                                         else self.generator.members(fam))
-        if isinstance(fam, tuple):
-            beam.members = self._pairs(fam[1])  # the accepted set changes: pairs are drawn afresh
+            beam = self.beams[i] = _Beam(fam.members())
+        elif fam.renewed:
+            beam.members = fam.members()
             beam.done = False
         while len(beam.ready) < self.pool and not beam.done:
             f = next(beam.members, None)
             if f is None:
                 beam.done = True
                 break
-            if not isinstance(fam, tuple):
-                f = self.generator.learn(f, self._score)
-            c = self._make(f, str(fam) if not isinstance(fam, tuple) else f"combine {fam[1]}", self._facets(fam))
+            c = self._make(f, fam.label, fam.facets)
             if c is not None:
                 beam.ready.append(c)
         if not beam.ready:
@@ -364,13 +422,19 @@ class ThompsonPolicy(Policy):
         if digest in self.hashes:
             return None
         self.hashes.add(digest)
-        return Candidate(defn, feature_name(defn), family, facets, v, f, False, relevance(lab, self.y),
-                         self.generator.is_nominal(f))
+        return Candidate(definition=defn, name=feature_name(defn), family=family, facets=facets, values=v,
+                         feature=f, relevance=relevance(lab, self.y), nominal=self.generator.is_nominal(f))
 
     # ------------------------------------------------------------------ learning from feedback
 
-    def threshold(self) -> float:
-        """The gain a candidate must beat: the recent shadows' mean + ``z`` standard deviations (and ``min_gain``).
+    def threshold(self, error: float = 1.0, small_sample: bool = True) -> float:
+        """The gain a candidate must beat when the out-of-bag ``error`` is left (see :func:`error_of`).
+
+        The shadows' gains, each in units of the ``sqrt(error)`` it was measured at, give a mean and a standard
+        deviation; the threshold is the mean + ``z`` standard deviations, times ``sqrt(error)``, and at least
+        ``min_gain``. With ``small_sample`` the margin is the Student-t prediction bound for that many shadows (a
+        useless candidate beats it as often as a normal draw beats ``z``, however few shadows there are); without,
+        plain ``z``. With the default ``error`` of 1, the threshold in units of ``sqrt(error)``.
 
         Gains only: importances are shares among the features present (and vanish with pruned generations), so a
         shadow's importance from an earlier forest is no yardstick for a later candidate.
@@ -378,33 +442,49 @@ class ThompsonPolicy(Policy):
         if len(self.shadow_gains) < 2:
             return self.min_gain
         g = np.asarray(self.shadow_gains[-20:])
-        return max(self.min_gain, float(g.mean() + self.z * max(g.std(ddof=1), 1e-4)))
+        z = self._z_of(g.size) if small_sample else self.z
+        return max(self.min_gain, float(g.mean() + z * max(g.std(ddof=1), 1e-4)) * np.sqrt(error))
+
+    def _z_of(self, n: int) -> float:
+        """``z`` for a mean and sd estimated from ``n`` shadows: the Student-t prediction bound that a useless
+        candidate's gain exceeds as often as a normal one exceeds ``z``."""
+        return float(student_t.ppf(normal.cdf(self.z), n - 1) * np.sqrt(1.0 + 1.0 / n))
 
     def noise(self) -> float:
+        """The spread of the recent shadows' gains, in units of ``sqrt(error)``."""
         if len(self.shadow_gains) < 2:
-            return 0.01
-        return max(float(np.std(self.shadow_gains[-20:])), 1e-3)
+            return 0.03
+        return max(float(np.std(self.shadow_gains[-20:])), 3e-3)
 
     def observe(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
-        gain = gain_of(feedback)
+        """Accepted: a gain above :meth:`threshold` at the error left, or one that removes at least half of that
+        error and beats the shadows' plain mean + ``z`` sd (the Student-t margin of few shadows would reject a
+        feature that leaves almost nothing to gain)."""
+        gain, error = gain_of(feedback), error_of(feedback)
         if candidate.shadow:
-            self.shadow_gains.append(gain if gain is not None else 0.0)
+            self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
             self.shadow_relevance.append(candidate.relevance)
             return Decision(False, "shadow (noise estimate)", gain)
-        g_thr = self.threshold()
+        e = 1.0 if error is None else error
+        g_thr = self.threshold(e)
+        most = gain is not None and gain >= e / 2 and gain > self.threshold(e, small_sample=False)
         r_thr = (float(np.quantile(self.shadow_relevance[-20:], self.relevance_gate))
                  if self.relevance_gate is not None and self.shadow_relevance else -1.0)
+        rule = f"(shadows' bound, {self.z:g} sd, at the error {_fmt_error(error)} left)"
         if gain is None:
             accepted, why = True, "first feature (nothing to compare with)"
-        elif gain <= g_thr:
-            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+        elif gain <= g_thr and not most:
+            accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} {rule}"
         elif candidate.relevance <= r_thr:
             accepted, why = False, (f"relevance {candidate.relevance:.3f} <= {r_thr:.3f} "
                                     f"(shadows' q{self.relevance_gate:g})")
+        elif gain > g_thr:
+            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} {rule}"
         else:
-            accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} (shadows' mean + {self.z:g} sd)"
+            accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
+                                   f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
         if "kind=attribute" not in candidate.facets and gain is not None:
-            reward = float(np.clip((gain - g_thr) / self.noise(), -3, 3))
+            reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
             for f in candidate.facets:
                 a = self.arms[self.facet_index[f]] if f in self.facet_index else None
                 if a is not None:
@@ -413,7 +493,7 @@ class ThompsonPolicy(Policy):
         if accepted:
             self.accepted.append((candidate, gain if gain is not None else 0.0))
             for i, fam in enumerate(self.families):
-                if isinstance(fam, tuple):
+                if fam.renewed:
                     self.exhausted[i] = False
         return Decision(accepted, why, gain)
 
@@ -427,16 +507,16 @@ class EnumerationPolicy(ThompsonPolicy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0,
                  max_complexity: int = 2, **kwargs: Any) -> None:
         super().__init__(generator, y, labelled, seed=seed, operators=(), **kwargs)
-        self._queue = (f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= max_complexity
-                       and (f.kind != "nested" or _complexity(f) <= 1))
+        self.max_complexity = max_complexity
+        self.enumerated = [f for f in generator.families() if f.kind != "attribute" and complexity(f) <= max_complexity
+                           and (f.kind != "nested" or complexity(f) <= 1)]
+        self._queue = iter(self.enumerated)
         self._members: Any = iter(())
         self._family: Any = None
 
     def size(self) -> int:
         """How many candidates the enumeration holds (computing none)."""
-        fams = [f for f in self.families if not isinstance(f, tuple) and _complexity(f) <= 2
-                and (f.kind != "nested" or _complexity(f) <= 1)]
-        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in fams)
+        return len(self.attributes) + sum(sum(1 for _ in self.generator.members(f)) for f in self.enumerated)
 
     def _next_real(self) -> Candidate | None:
         """The next member of the enumeration, family after family."""

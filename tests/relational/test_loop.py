@@ -95,7 +95,8 @@ def test_budget_caps_candidates_and_a_custom_policy_plugs_in():
         def propose(self):
             self.n += 1
             v = np.random.default_rng(self.n).normal(size=db.ids.size)
-            return Candidate(f"noise{self.n}", f"noise{self.n}", "noise", ("kind=noise",), v)
+            return Candidate(definition=f"noise{self.n}", name=f"noise{self.n}", family="noise", facets=("kind=noise",),
+                             values=v)
 
         def observe(self, candidate, feedback):
             return Decision(self.n <= 2, "first two", None)

@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from streamforest.relational.candidates import Generator
 from streamforest.relational.loop import _sample
-from streamforest.relational.policy import EnumerationPolicy, ThompsonPolicy, gain_of, relevance
+from streamforest.relational.policy import (
+    MIN_ERROR,
+    Candidate,
+    EnumerationPolicy,
+    ThompsonPolicy,
+    error_of,
+    gain_of,
+    relevance,
+)
 from streamforest.relational.synthetic import make_relational
 
 
@@ -31,17 +40,31 @@ def test_shadows_are_permutations_on_labelled_rows_only():
 
 
 def test_threshold_follows_the_shadows_and_decides():
+    from scipy.stats import norm, t
+
     db = make_relational(n_targets=100, seed=0)
     p = ThompsonPolicy(Generator(db), db.labels, db.labelled, z=1.0)  # the default is 1.5
     assert p.threshold() == 0.0
-    p.shadow_gains = [0.01, -0.01, 0.0, 0.02]
+    p.shadow_gains = [0.01, -0.01, 0.0, 0.02]  # in units of sqrt(error)
     g = np.array(p.shadow_gains)
-    assert np.isclose(p.threshold(), g.mean() + g.std(ddof=1))
+    assert np.isclose(p.threshold(small_sample=False), g.mean() + g.std(ddof=1))
+    margin = t.ppf(norm.cdf(1.0), 3) * np.sqrt(1 + 1 / 4)  # four shadows: a wider margin than z
+    assert margin > 1.0 and np.isclose(p.threshold(), g.mean() + margin * g.std(ddof=1))
+    assert np.isclose(p.threshold(0.04), 0.2 * p.threshold())  # at the error 0.04 left: times sqrt(0.04)
     c = next(x for x in iter(p.propose, None) if not x.shadow and "kind=attribute" not in x.facets)
-    assert not p.observe(c, feedback(0.01)).accepted
+    assert not p.observe(c, feedback(0.004)).accepted  # error 0.2 left: the threshold is +0.0099
     d = p.observe(c, feedback(0.05))
     assert d.accepted and "gain +0.0500 >" in d.why
+    # with 0.0004 left, +0.0004 is under the Student-t bound (+0.00044) but removes all the error left and beats
+    # the plain one (+0.00036): accepted
+    almost = {"oob_metric": "auc", "oob_before": 0.9996, "oob_after": 1.0, "importance": 0.1}
+    assert p.threshold(0.0004, small_sample=False) < 0.0004 < p.threshold(0.0004)
+    d = p.observe(c, almost)
+    assert d.accepted and "removes 100% of the error" in d.why, d.why
+    assert not p.observe(c, {**almost, "oob_after": 0.99985}).accepted  # removes 38%: the Student-t bound holds
     assert gain_of({"oob_metric": "log_loss", "oob_before": 0.5, "oob_after": 0.4}) == 0.09999999999999998
+    assert error_of({"oob_metric": "log_loss", "oob_before": 0.5}) == 0.5
+    assert error_of({"oob_metric": "auc", "oob_before": 1.0}) == MIN_ERROR
 
 
 def test_rewards_steer_the_draws():
@@ -127,3 +150,65 @@ def test_screen_prefers_families_related_to_the_label():
         return float(np.mean(got))
 
     assert first_relevances(8) > first_relevances(1)
+
+
+def churn_documents(seed: int, n: int = 300) -> list[dict]:
+    """Customers whose label is a known function of one candidate: SUM(orders.amount WHERE kind = 'b') > 150.
+
+    Most orders are of kind 'b', so SUM(orders.amount) alone already scores high: the defining candidate, when it
+    comes, has little error left to remove.
+    """
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        orders = [{"kind": str(rng.choice(["a", "b", "c"], p=[0.1, 0.8, 0.1])),
+                   "amount": round(float(rng.gamma(2.0, 15.0)), 2)} for _ in range(int(rng.integers(0, 12)))]
+        total = sum(o["amount"] for o in orders if o["kind"] == "b")
+        out.append({"id": f"c{i}", "age": int(rng.integers(18, 80)), "region": str(rng.choice(["n", "s", "e"])),
+                    "orders": orders, "churn": int(total > 150)})
+    return out
+
+
+@pytest.mark.slow
+def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
+    from scipy.stats import norm
+
+    from streamforest.relational.documents import documents_to_tables
+    from streamforest.relational.loop import Loop
+
+    defining = "SUM(orders.amount WHERE orders.kind = 'b')"
+
+    class WithNoise(ThompsonPolicy):
+        """The default policy, with a candidate of pure noise every fifth proposal once shadows have started."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.k, self.noise_rng = 0, np.random.default_rng(99)
+
+        def propose(self):
+            self.k += 1
+            if self.k > 6 and self.k % 5 == 0:
+                v = self.noise_rng.normal(size=self.labelled.size)
+                return Candidate(definition=f"NOISE{self.k}", name=f"NOISE{self.k}", family="noise",
+                                 facets=("kind=noise",), values=v)
+            return super().propose()
+
+    tried, noise = [], []
+    # the policy does not see the budget: a run with a smaller one is a prefix of this one (any budget from the
+    # defining candidate's turn on tries it, and decides the same)
+    for seed in range(14):
+        db = documents_to_tables(churn_documents(seed), "churn", key="id")
+        loop = Loop(db, policy=WithNoise(Generator(db), db.labels, db.labelled, seed=seed), budget=40, seed=seed)
+        try:
+            trials = loop.run().trials
+        finally:
+            loop.client.close()
+            loop.final_client.close()
+        tried += [(seed, t["n"], t["accepted"], t["why"]) for t in trials if t["definition"] == defining]
+        noise += [t["accepted"] for t in trials if t["definition"].startswith("NOISE")]
+    assert len(tried) >= 10  # the defining candidate comes up in most runs
+    assert [t for t in tried if not t[2]] == []  # and is accepted every time
+    # useless candidates slip through no more often than the rule's nominal rate, 1 - Phi(z), give or take 2 SE
+    nominal = 1 - norm.cdf(loop.policy.z)
+    assert len(noise) >= 80
+    assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
