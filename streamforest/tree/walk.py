@@ -12,6 +12,10 @@ from numba import njit
 
 from streamforest.binning import MISSING_BIN
 
+#: Samples taken through a batch of trees together, tree by tree: a tree reads a few feature rows, and consecutive
+#: samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
+SAMPLE_BLOCK = 256
+
 
 @njit(inline="always")
 def goes_left(trees, g, b) -> bool:
