@@ -16,6 +16,10 @@ import numpy as np
 MISSING_BIN = 255
 #: The largest number of value bins a column may have.
 MAX_BINS = 255
+#: The bins of a column, the missing bin included: the rows of a histogram (a bin is one ``uint8``).
+N_BINS = MISSING_BIN + 1
+#: 64-bit words of a bitmap over the bins (the left categories of a nominal split).
+BIN_WORDS = N_BINS // 64
 #: Quantiles are estimated on at most this many values, drawn with a fixed seed (deterministic).
 QUANTILE_SUBSAMPLE = 200_000
 

@@ -23,7 +23,7 @@ from streamforest.binning import MISSING_BIN
 from streamforest.inputs import is_int
 from streamforest.rng import mix64
 from streamforest.tree.model import Trees
-from streamforest.tree.walk import goes_left
+from streamforest.tree.walk import SAMPLE_BLOCK, goes_left
 
 #: Width of the hashed encodings unless told otherwise.
 DEFAULT_N_COMPONENTS = 2**18
@@ -112,7 +112,6 @@ def _walk(trees, Xb, i, base, seed, mode, sample_key, leaves_only, scratch):
     return k
 
 
-_BLOCK = 256
 _MAX_DIGIT = 11  # radix digits of at most 11 bits: 2,048 buckets stay in L1
 
 
@@ -176,7 +175,7 @@ def _encode(trees, seeds, Xb, m, table, settings, sample_keys, rows, fill):
     left = trees.left
     right = trees.right
     n_trees = offsets.shape[0] - 1
-    n_blocks = (m + _BLOCK - 1) // _BLOCK
+    n_blocks = (m + SAMPLE_BLOCK - 1) // SAMPLE_BLOCK
     for blk in prange(n_blocks):
         # Scratch space per block of rows, not per row: allocation stays off the per-sample path.
         scratch = (np.empty(max_nodes, dtype=np.int64), np.empty(max_nodes, dtype=np.float64),
@@ -185,14 +184,14 @@ def _encode(trees, seeds, Xb, m, table, settings, sample_keys, rows, fill):
         out_mass = scratch[3]
         width = 1
         if fill:
-            for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
+            for i in range(blk * SAMPLE_BLOCK, min(m, (blk + 1) * SAMPLE_BLOCK)):
                 width = max(width, counts[i])
         cols = np.empty(width, dtype=np.int64)
         vals = np.empty(width if not unit else 1, dtype=np.float64)
         tmp_cols = np.empty(width, dtype=np.int64)
         tmp_vals = np.empty(width if not unit else 1, dtype=np.float64)
         hist = np.empty((1 << digit) + 1, dtype=np.int64)
-        for i in range(blk * _BLOCK, min(m, (blk + 1) * _BLOCK)):
+        for i in range(blk * SAMPLE_BLOCK, min(m, (blk + 1) * SAMPLE_BLOCK)):
             pos = 0
             for t in range(n_trees):
                 base = offsets[t]

@@ -9,12 +9,12 @@ the trees it would have had, had the samples been there from the start.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from streamforest import sampling
 from streamforest.rng import derive_seed
+from streamforest.tree.grow import TrainingSet, TreeSettings
 from streamforest.tree.model import Trees, grow
 
 #: Salt of the subspace draws (the tree seeds use the tree's index in its place).
@@ -26,25 +26,6 @@ _SUBSPACE_SALT = 0xFEA7
 AUTO_LEAF = 5.0
 #: ... and from then on.
 AUTO_LEAF_CAPPED = 8.0
-
-
-class TrainingSet(NamedTuple):
-    """The samples trees grow on: feature-major bins (a buffer whose first ``n_samples`` columns are the samples),
-    class codes or regression targets, ``n_classes`` (0 for regression) and which features are nominal."""
-
-    columns: np.ndarray
-    n_samples: int
-    y_cls: np.ndarray
-    y_reg: np.ndarray
-    n_classes: int
-    is_nominal: np.ndarray
-
-
-class TreeSettings(NamedTuple):
-    """The tree parameters of the forest that are the same for every tree, as the growing kernel takes them."""
-
-    max_depth: int | None
-    min_category_size: float
 
 
 def tree_seeds(seed: int, generation: int, n_trees: int) -> np.ndarray:
@@ -88,8 +69,8 @@ def split_counts(split_features: float | str | None, subspaces: list[np.ndarray]
 def leaf_sizes(min_samples_leaf: float | str, n_trees: int, capped: bool) -> np.ndarray:
     """The least (bootstrap-weighted) samples in a leaf of each tree, see ``min_samples_leaf``."""
     if min_samples_leaf == "auto":
-        # Once capped, leaves of 8 grew trees about 30% smaller and the 3,000-feature benchmark stream 1.24x faster;
-        # test AUC over nine column orders 0.0007 lower on average, within noise (docs/wide_streams.md, session 15).
+        # Once capped, the stream is wide and its trees many: larger leaves grow smaller trees (about 30% fewer
+        # nodes on the wide benchmark stream, which runs faster) at a test AUC within noise (docs/wide_streams.md).
         min_samples_leaf = AUTO_LEAF_CAPPED if capped else AUTO_LEAF
     return np.full(n_trees, float(min_samples_leaf))
 
@@ -98,9 +79,5 @@ def grow_trees(training: TrainingSet, subspaces: list[np.ndarray], seeds: np.nda
                min_leaf: np.ndarray, settings: TreeSettings, oob_leaves: np.ndarray | None = None) -> Trees:
     """One tree per subspace, grown on the training samples with its per-split feature count and leaf size
     (``oob_leaves``: see :func:`~streamforest.tree.model.grow`)."""
-    return grow(
-        training.columns, training.n_samples, training.y_cls, training.y_reg, training.n_classes, subspaces, seeds,
-        training.is_nominal, max_depth=settings.max_depth if settings.max_depth is not None else 10_000,
-        min_samples_leaf=min_leaf, split_features=split_ks,
-        min_category_weight=settings.min_category_size, oob_leaves=oob_leaves,
-    )
+    return grow(training, subspaces, seeds, settings, min_samples_leaf=min_leaf, split_features=split_ks,
+                oob_leaves=oob_leaves)

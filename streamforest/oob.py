@@ -22,9 +22,24 @@ from streamforest.tree import route
 OOB_CACHE_BYTES = 128 * 2**20
 
 
-def _cache_bytes(gen: Generation) -> int:
-    leaves, votes = gen.oob_leaves, gen.oob_votes
-    return (0 if leaves is None else leaves.nbytes) + (0 if votes is None else votes[0].nbytes + votes[1].nbytes)
+def _leaf_bytes(gen: Generation) -> int:
+    return 0 if gen.oob_leaves is None else gen.oob_leaves.nbytes
+
+
+def _vote_bytes(gen: Generation) -> int:
+    return 0 if gen.oob_votes is None else gen.oob_votes[0].nbytes + gen.oob_votes[1].nbytes
+
+
+def _make_room(others: list[Generation], need: int) -> None:
+    """Drop cached leaves, newest generation first, until ``need`` more bytes fit in the budget: votes are what
+    pruning a generation needs (a few numbers per sample where leaves take one per tree and sample), and merges
+    take the oldest generations, whose leaves are kept longest."""
+    used = sum(_leaf_bytes(g) + _vote_bytes(g) for g in others)
+    for g in reversed(others):
+        if used + need <= OOB_CACHE_BYTES:
+            return
+        used -= _leaf_bytes(g)
+        g.oob_leaves = None
 
 
 def metric_name(task: str, n_classes: int) -> str:
@@ -71,11 +86,15 @@ class OutOfBag:
             votes, counts = route.out_of_bag_votes(gen.trees, leaves)
         # Routing again gives the very same leaves and votes, so whether a generation is cached changes speed, never
         # results.
-        cached = sum(_cache_bytes(g) for g in alive if g is not gen)
-        keep = sign > 0 and leaves is not None and \
-            cached + leaves.nbytes + votes.nbytes + counts.nbytes <= OOB_CACHE_BYTES
-        gen.oob_leaves = leaves if keep else None
-        gen.oob_votes = (votes, counts) if keep else None
+        others = [g for g in alive if g is not gen]
+        vote_bytes = votes.nbytes + counts.nbytes
+        keep_votes = sign > 0 and sum(_vote_bytes(g) for g in others) + vote_bytes <= OOB_CACHE_BYTES
+        if keep_votes:
+            _make_room(others, vote_bytes)
+        cached = sum(_leaf_bytes(g) + _vote_bytes(g) for g in others)
+        keep_leaves = keep_votes and leaves is not None and cached + vote_bytes + leaves.nbytes <= OOB_CACHE_BYTES
+        gen.oob_leaves = leaves if keep_leaves else None
+        gen.oob_votes = (votes, counts) if keep_votes else None
         if sign > 0 and gen.log_weight > self.log_ref:
             scale = math.exp(self.log_ref - gen.log_weight) if self.count.any() else 0.0
             self.sum *= scale

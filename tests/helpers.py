@@ -8,6 +8,7 @@ import numpy as np
 
 from streamforest.binning import ColumnBinner
 from streamforest.tree import route
+from streamforest.tree.grow import TrainingSet, TreeSettings
 from streamforest.tree.model import Trees, grow
 
 
@@ -56,10 +57,9 @@ def grow_tree(
         y_reg = np.zeros(n, dtype=np.float64)
         n_classes = int(y_cls.max()) + 1
     sub = np.arange(d, dtype=np.int64) if subspace is None else np.asarray(subspace, dtype=np.int64)
-    return grow(
-        data.Xb, n, y_cls, y_reg, n_classes, [sub] * len(seeds), np.array(seeds, dtype=np.uint64),
-        data.is_nominal, max_depth=max_depth, min_samples_leaf=min_samples_leaf, bootstrap=bootstrap,
-    )
+    return grow(TrainingSet(data.Xb, n, y_cls, y_reg, n_classes, data.is_nominal), [sub] * len(seeds),
+                np.array(seeds, dtype=np.uint64), TreeSettings(max_depth, 0.0, bootstrap=bootstrap),
+                min_samples_leaf=min_samples_leaf)
 
 
 def tree_values(trees: Trees, Xb: np.ndarray) -> np.ndarray:

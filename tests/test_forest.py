@@ -257,6 +257,25 @@ def test_cached_out_of_bag_leaves_give_the_same_sums_as_routing_again(monkeypatc
     assert all(g.oob_leaves is not None for g in cached.state().generations)
 
 
+def test_cached_out_of_bag_votes_outlast_leaves_under_a_small_budget(monkeypatch):
+    # A budget for every generation's votes but not their leaves: the leaves give way, the sums stay the same.
+    X, y = wide_stream(n=300, d=24)
+
+    def run():
+        f = FeatureStreamForest(trees_per_generation=6, max_depth=4, max_generations=4, random_state=2)
+        feed(f, X, y)
+        return f
+
+    full = run()
+    gens = full.state().generations
+    votes = sum(g.oob_votes[0].nbytes + g.oob_votes[1].nbytes for g in gens)
+    monkeypatch.setattr("streamforest.oob.OOB_CACHE_BYTES", votes + gens[0].oob_leaves.nbytes)
+    small = run()
+    assert np.array_equal(full.state().oob_sum, small.state().oob_sum)
+    assert all(g.oob_votes is not None for g in small.state().generations)
+    assert sum(g.oob_leaves is not None for g in small.state().generations) < len(gens)
+
+
 def test_forest_trees_respect_depth_and_leaf_size():
     X, y = wide_stream(n=400, d=6)
     f = FeatureStreamForest(trees_per_generation=6, max_depth=3, min_samples_leaf=12, split_features=0.5,

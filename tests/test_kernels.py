@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 from helpers import bin_for, feed_columns, mixed_stream, path_list, take_rows
 
+import streamforest
 from streamforest import FeatureStreamForest
 from streamforest.kernels import KINDS, forest_kernel
 from streamforest.tree import route
@@ -183,3 +187,34 @@ def test_kernel_refuses_wrong_columns_and_unfitted_forests(forest, X):
         forest_kernel(forest, X, np.zeros((3, 5)))
     with pytest.raises(ValueError, match="no trees"):
         forest_kernel(FeatureStreamForest(random_state=0), np.zeros((3, 1)))
+
+
+# ----------------------------------------------------------------------------- the kernels' own shape
+
+MAX_KERNEL_PARAMETERS = 12
+
+
+def _numba_kernels(root: Path) -> list[tuple[str, str, int]]:
+    """Every function decorated with numba's ``njit``/``jit`` under ``root``: (file, name, parameter count)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if not isinstance(node, ast.FunctionDef):
+                continue
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name in ("njit", "jit"):
+                    a = node.args
+                    count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                    found.append((str(path.relative_to(root.parent)), node.name, count))
+                    break
+    return found
+
+
+def test_no_numba_kernel_takes_more_than_twelve_parameters():
+    # Arrays that travel together go in a named tuple shared by the kernels that use them, not in long argument lists.
+    kernels = _numba_kernels(Path(streamforest.__file__).parent)
+    assert len(kernels) > 40  # the walk really finds the kernels (grow, split, route, encoding, render, ...)
+    too_long = [k for k in kernels if k[2] > MAX_KERNEL_PARAMETERS]
+    assert not too_long, f"numba kernels with more than {MAX_KERNEL_PARAMETERS} parameters: {too_long}"

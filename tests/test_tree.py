@@ -8,6 +8,7 @@ from helpers import Binned, bin_columns, grid_values, grow_tree, tree_values
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from streamforest.tree import route
+from streamforest.tree.grow import TrainingSet, TreeSettings
 from streamforest.tree.model import ARRAYS, Trees, concat, grow
 
 # ----------------------------------------------------------------------------- comparison helpers
@@ -440,9 +441,9 @@ def test_untracked_histograms_of_large_nodes_grow_the_same_trees(task):
     sub = np.arange(6, dtype=np.int64)
 
     def grown(dense_from: int) -> Trees:
-        return grow(data.Xb, n, y_cls, y_reg, n_classes, [sub] * 4, np.arange(1, 5, dtype=np.uint64), data.is_nominal,
-                    max_depth=12, min_samples_leaf=2, split_features=2, min_category_weight=5.0,
-                    dense_from=dense_from)
+        return grow(TrainingSet(data.Xb, n, y_cls, y_reg, n_classes, data.is_nominal), [sub] * 4,
+                    np.arange(1, 5, dtype=np.uint64), TreeSettings(12, 5.0, dense_from=dense_from),
+                    min_samples_leaf=2, split_features=2)
 
     tracked = grown(n + 1)
     assert tracked.weight[tracked.left >= 0].max() >= 1000  # large nodes exist
@@ -471,7 +472,7 @@ def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task):
     seeds = np.arange(10, 16, dtype=np.uint64)
     subs = [np.arange(4, dtype=np.int64), np.array([0, 3], dtype=np.int64)] * 3
     leaves = np.full((len(seeds), n), -7, dtype=np.int32)
-    trees = grow(data.Xb, n, y_cls, y_reg, n_classes, subs, seeds, data.is_nominal, max_depth=8,
+    trees = grow(TrainingSet(data.Xb, n, y_cls, y_reg, n_classes, data.is_nominal), subs, seeds, TreeSettings(8, 0.0),
                  min_samples_leaf=2, split_features=2, oob_leaves=leaves)
     routed = route.out_of_bag_leaves(trees, data.Xb, n, y_cls, n_classes, seeds)
     np.testing.assert_array_equal(leaves, routed)

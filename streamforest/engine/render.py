@@ -15,6 +15,8 @@ batch), so the bytes are orjson's by construction, including ``null`` for a non-
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import orjson
 from numba import njit
@@ -109,37 +111,57 @@ def _put_int(out, pos, v) -> int:
     return pos + n
 
 
+class Texts(NamedTuple):
+    """Byte strings end to end: text ``i`` is ``buf[off[i]:off[i + 1]]``."""
+
+    buf: np.ndarray
+    off: np.ndarray
+
+
+class Rows(NamedTuple):
+    """The numbers of every line: line ``i`` holds ``ints[iptr[i]:iptr[i + 1]]`` and the floats
+    ``fptr[i]:fptr[i + 1]``, float ``q`` written as text ``index[q]`` of the float table (text 0 when ``single``)."""
+
+    iptr: np.ndarray
+    ints: np.ndarray
+    fptr: np.ndarray
+    index: np.ndarray
+    single: bool
+
+
 @njit(cache=True)
-def _render(seg, seg_off, ids, ids_off, iptr, ints, fptr, names, names_off, table, table_off, index, single, out,
-            ends):
+def _render(seg, ids, names, table, rows, out, ends):
     """Write every line into ``out`` (large enough), front to back; ``ends[i + 1]`` is where line ``i`` ends.
+    ``seg``, ``ids``, ``names`` and ``table`` are :class:`Texts`: the five segments, the escaped ids, the float
+    names and the float table; ``rows`` the :class:`Rows`.
 
     One pass on one thread: it is memory-bound, and on a busy machine a parallel region waits for its threads.
     """
-    n_names = names_off.shape[0] - 1
+    iptr, ints, fptr, index, single = rows
+    n_names = names.off.shape[0] - 1
     pos = 0
-    for i in range(ids_off.shape[0] - 1):
-        pos = _put(out, pos, seg, seg_off[0], seg_off[1])
-        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
-        pos = _put(out, pos, seg, seg_off[1], seg_off[2])
-        pos = _put(out, pos, ids, ids_off[i], ids_off[i + 1])
-        pos = _put(out, pos, seg, seg_off[2], seg_off[3])
+    for i in range(ids.off.shape[0] - 1):
+        pos = _put(out, pos, seg.buf, seg.off[0], seg.off[1])
+        pos = _put(out, pos, ids.buf, ids.off[i], ids.off[i + 1])
+        pos = _put(out, pos, seg.buf, seg.off[1], seg.off[2])
+        pos = _put(out, pos, ids.buf, ids.off[i], ids.off[i + 1])
+        pos = _put(out, pos, seg.buf, seg.off[2], seg.off[3])
         for q in range(iptr[i], iptr[i + 1]):
             if q > iptr[i]:
                 out[pos] = 44  # ","
                 pos += 1
             pos = _put_int(out, pos, np.int64(ints[q]))
-        pos = _put(out, pos, seg, seg_off[3], seg_off[4])
+        pos = _put(out, pos, seg.buf, seg.off[3], seg.off[4])
         c = 0
         for q in range(fptr[i], fptr[i + 1]):
             if q > fptr[i]:
                 out[pos] = 44
                 pos += 1
-            pos = _put(out, pos, names, names_off[c], names_off[c + 1])
+            pos = _put(out, pos, names.buf, names.off[c], names.off[c + 1])
             c = c + 1 if c + 1 < n_names else 0
             t = 0 if single else index[q]
-            pos = _put(out, pos, table, table_off[t], table_off[t + 1])
-        pos = _put(out, pos, seg, seg_off[4], seg_off[5])
+            pos = _put(out, pos, table.buf, table.off[t], table.off[t + 1])
+        pos = _put(out, pos, seg.buf, seg.off[4], seg.off[5])
         ends[i + 1] = pos
 
 
@@ -171,6 +193,6 @@ def render(segments: list[bytes], ids: list[str], iptr: np.ndarray, ints: np.nda
              + n_floats * (int(np.diff(name_off).max()) + int(np.diff(table_off).max()) + 1))
     out = np.empty(bound, dtype=np.uint8)
     ends = np.zeros(m + 1, dtype=np.int64)
-    _render(seg, seg_off, id_buf, id_off, iptr, np.ascontiguousarray(ints), fptr, name_buf, name_off, table,
-            table_off, index, single, out, ends)
+    _render(Texts(seg, seg_off), Texts(id_buf, id_off), Texts(name_buf, name_off), Texts(table, table_off),
+            Rows(iptr, np.ascontiguousarray(ints), fptr, index, single), out, ends)
     return out[:ends[m]].tobytes(), ends

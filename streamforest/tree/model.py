@@ -14,8 +14,12 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from streamforest.binning import BIN_WORDS
 from streamforest.threads import threads_for
-from streamforest.tree.grow import DENSE_FROM, GrowData, GrownNodes, GrowSettings, TreePlans, grow_trees
+from streamforest.tree.grow import GrownNodes, TrainingSet, TreePlans, TreeSettings, grow_trees
+
+#: The depth bound of ``max_depth=None``: deeper than any tree the samples can fill.
+UNBOUNDED_DEPTH = 10_000
 
 
 @njit(cache=True)
@@ -61,7 +65,7 @@ class Trees(NamedTuple):
     threshold: np.ndarray  # uint8 (N,)
     missing_left: np.ndarray  # uint8 (N,)
     nominal: np.ndarray  # uint8 (N,)
-    cats: np.ndarray  # uint64 (N, 4): left categories of nominal splits
+    cats: np.ndarray  # uint64 (N, BIN_WORDS): left categories of nominal splits
     left: np.ndarray  # int32 (N,)
     right: np.ndarray  # int32 (N,)
     value: np.ndarray  # float64 (N, n_outputs): class shares or mean target
@@ -148,37 +152,28 @@ def node_capacity(n_samples: int, max_depth: int, min_samples_leaf: float) -> in
 
 
 def grow(
-    Xb: np.ndarray,
-    n_samples: int,
-    y_cls: np.ndarray,
-    y_reg: np.ndarray,
-    n_classes: int,
+    training: TrainingSet,
     subspaces: list[np.ndarray],
     seeds: np.ndarray,
-    is_nominal: np.ndarray,
+    settings: TreeSettings,
     *,
-    max_depth: int,
     min_samples_leaf: float | np.ndarray,
     split_features: int | np.ndarray = 0,
-    bootstrap: bool = True,
-    min_category_weight: float = 0.0,
-    dense_from: int = DENSE_FROM,
     oob_leaves: np.ndarray | None = None,
 ) -> Trees:
-    """Grow one tree per subspace on the first ``n_samples`` columns of ``Xb`` (feature-major bins).
+    """Grow one tree per subspace on the training samples (the first ``training.n_samples`` columns of its bins).
 
-    ``n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``. In a node,
-    categories of a nominal column weighing less than ``min_category_weight`` join the missing values' side.
+    ``training.n_classes == 0`` grows regression trees on ``y_reg``; otherwise classification trees on ``y_cls``.
     ``min_samples_leaf`` (one, or one per tree) is the least bootstrap-weighted samples of a leaf.
     ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
-    all of them. ``dense_from`` is the node size from which histograms are filled without tracking the bins they
-    touch: a speed setting that never changes the trees. ``oob_leaves``, an ``(n_trees, n_samples)`` int32 array,
-    receives what :func:`~streamforest.tree.route.out_of_bag_leaves` would compute for the grown trees (each tree's
-    thread routes the samples it left out just after growing it).
+    all of them. ``oob_leaves``, an ``(n_trees, n_samples)`` int32 array, receives what
+    :func:`~streamforest.tree.route.out_of_bag_leaves` would compute for the grown trees (each tree's thread routes
+    the samples it left out just after growing it).
     """
     n_trees = len(subspaces)
-    is_reg = n_classes == 0
-    n_out = 1 if is_reg else n_classes
+    n_samples = int(training.n_samples)
+    n_classes = int(training.n_classes)
+    max_depth = UNBOUNDED_DEPTH if settings.max_depth is None else int(settings.max_depth)
     width = max(1, max(len(s) for s in subspaces))
     sub = np.full((n_trees, width), -1, dtype=np.int64)
     sizes = np.zeros(n_trees, dtype=np.int64)
@@ -188,13 +183,14 @@ def grow(
     min_leaf = np.ascontiguousarray(np.broadcast_to(np.asarray(min_samples_leaf, dtype=np.float64), (n_trees,)))
     cap = node_capacity(n_samples, max_depth, float(min_leaf.min(initial=np.inf)))
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
+    n_out = 1 if n_classes == 0 else n_classes
     # Uninitialised: the kernel writes every field of every node it creates, and only those are packed.
     out = GrownNodes(
         feature=np.empty((n_trees, cap), dtype=np.int32),
         threshold=np.empty((n_trees, cap), dtype=np.uint8),
         missing_left=np.empty((n_trees, cap), dtype=np.uint8),
         nominal=np.empty((n_trees, cap), dtype=np.uint8),
-        cats=np.empty((n_trees, cap, 4), dtype=np.uint64),
+        cats=np.empty((n_trees, cap, BIN_WORDS), dtype=np.uint64),
         left=np.empty((n_trees, cap), dtype=np.int32),
         right=np.empty((n_trees, cap), dtype=np.int32),
         value=np.empty((n_trees, cap, n_out), dtype=np.float64),
@@ -203,10 +199,12 @@ def grow(
         n_nodes=np.zeros(n_trees, dtype=np.int64),
         oob_leaf=oob_leaves if oob_leaves is not None else np.empty((0, 0), dtype=np.int32),
     )
-    data = GrowData(Xb, int(n_samples), y_cls, y_reg, max(n_classes, 1), is_reg, is_nominal)
-    settings = GrowSettings(bool(bootstrap), int(max_depth), cap, float(min_category_weight), int(dense_from))
-    with threads_for(int(n_samples), n_trees):
-        grow_trees(data, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf), out)
+    # The same shapes in every call (numba compiles once per combination of field types).
+    training = training._replace(n_samples=n_samples, n_classes=n_classes)
+    settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
+                            int(settings.dense_from))
+    with threads_for(n_samples, n_trees):
+        grow_trees(training, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf), out)
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])

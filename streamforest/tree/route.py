@@ -10,9 +10,7 @@ from numba import njit, prange
 from streamforest.threads import SERIAL_BELOW, threads_for
 from streamforest.tree.grow import bootstrap_counts
 from streamforest.tree.model import Trees
-from streamforest.tree.walk import leaf_of
-
-_BLOCK = 256
+from streamforest.tree.walk import SAMPLE_BLOCK, leaf_of
 
 
 @njit(inline="always")
@@ -90,24 +88,23 @@ def _inbag(n, y_cls, n_classes, stratified, seeds, out):
 
 @njit(parallel=True, cache=True)
 def _oob_leaves(trees, Xb, n, inbag, leaves):
-    # Blocks of samples, each taken through one tree at a time: a tree reads a few feature rows, and consecutive
-    # samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
-    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    # Blocks of samples, each taken through one tree at a time (see SAMPLE_BLOCK).
+    n_blocks = (n + SAMPLE_BLOCK - 1) // SAMPLE_BLOCK
     for blk in prange(n_blocks):
         for t in range(trees.offsets.shape[0] - 1):
             base = trees.offsets[t]
-            for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            for i in range(blk * SAMPLE_BLOCK, min(n, (blk + 1) * SAMPLE_BLOCK)):
                 leaves[t, i] = -1 if inbag[t, i] else leaf_of(trees, Xb, i, base)
 
 
 @njit(parallel=True, cache=True)
 def _oob_votes(trees, leaves, out, count):
     n = leaves.shape[1]
-    n_blocks = (n + _BLOCK - 1) // _BLOCK
+    n_blocks = (n + SAMPLE_BLOCK - 1) // SAMPLE_BLOCK
     for blk in prange(n_blocks):
         for t in range(leaves.shape[0]):
             base = trees.offsets[t]
-            for i in range(blk * _BLOCK, min(n, (blk + 1) * _BLOCK)):
+            for i in range(blk * SAMPLE_BLOCK, min(n, (blk + 1) * SAMPLE_BLOCK)):
                 leaf = leaves[t, i]
                 if leaf < 0:
                     continue

@@ -12,6 +12,10 @@ from numba import njit
 
 from streamforest.binning import MISSING_BIN
 
+#: Samples taken through a batch of trees together, tree by tree: a tree reads a few feature rows, and consecutive
+#: samples of a row share cache lines, where sample by sample through every tree of a wide stream would miss.
+SAMPLE_BLOCK = 256
+
 
 @njit(inline="always")
 def goes_left(trees, g, b) -> bool:
@@ -29,8 +33,9 @@ def leaf_of(trees, Xb, i, base) -> int:
     node = 0
     while trees.left[base + node] >= 0:
         g = base + node
-        if goes_left(trees, g, Xb[trees.feature[g], i]):
-            node = trees.left[g]
-        else:
-            node = trees.right[g]
+        # The child chosen by arithmetic, not by a branch: which way a sample goes is as good as random, and a
+        # mispredicted branch per level would cost more than reading both children.
+        go = np.int64(goes_left(trees, g, Xb[trees.feature[g], i]))
+        right = np.int64(trees.right[g])
+        node = right + go * (np.int64(trees.left[g]) - right)
     return node

@@ -1,0 +1,416 @@
+"""The split criterion of the tree kernels: per-bin histograms of a node's samples, and the scan of a histogram for
+the best split.
+
+For every candidate feature of a node, a histogram of per-bin statistics (class counts for classification, weight
+and weighted target sum for regression) is scanned for the best threshold (numeric) or best prefix of categories
+ordered by their target statistic (nominal); missing values go to whichever side scores better (the default side
+learned per node). The score maximised is the sum over the children of ``sum_k n_k^2 / W`` (Gini) or ``S^2 / W``
+(variance).
+
+Everything here is inlined into :func:`streamforest.tree.grow._grow_one`; the arrays a node's scan reads and
+writes come in the named tuples below, made once per tree.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from streamforest.binning import BIN_WORDS, MISSING_BIN
+
+# Index of a 64-bit word's lowest set bit: isolate the bit, multiply by a de Bruijn sequence, read the top six bits.
+_DEBRUIJN = np.uint64(0x03F79D71B4CB0A89)
+_BIT_INDEX = np.zeros(64, dtype=np.int64)
+for _i in range(64):
+    _BIT_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
+
+
+class NodeBins(NamedTuple):
+    """One feature's histogram in a node: ``hist`` ``(N_BINS, n_stats)`` by bin; ``stats`` and ``ids``, the bins
+    present in the node, in bin order, and their ids; ``seen``, a bitmap of the bins touched; ``missing``, the missing
+    values' statistics."""
+
+    hist: np.ndarray
+    stats: np.ndarray
+    ids: np.ndarray
+    seen: np.ndarray
+    missing: np.ndarray
+
+
+class ScanScratch(NamedTuple):
+    """Work arrays of the general scan: the order of a nominal feature's categories (``keys``, ``cat_ids``,
+    ``sorted_ids``, ``rare_ids``: present-bin positions) and the statistics of the sides of a trial split."""
+
+    keys: np.ndarray
+    cat_ids: np.ndarray
+    sorted_ids: np.ndarray
+    rare_ids: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    trial: np.ndarray
+
+
+class Split(NamedTuple):
+    """The best split found so far: its gain, the feature's slot in the tree's subspace (-1: none), the threshold
+    bin of a numeric split, whether missing values go left, and whether it is nominal (its left categories are
+    then in the tree's ``cats`` bitmap)."""
+
+    gain: float
+    slot: int
+    threshold: int
+    missing_left: bool
+    nominal: bool
+
+
+@njit(inline="always")
+def fill_dense(Xb, f, samples, start, end, is_reg, h):
+    """Add the statistics of feature ``f``'s bins in a node to ``h`` (missing values: its last row), tracking
+    nothing: for large nodes (``dense_from``) and stored histograms, which are scanned bin by bin."""
+    idx, iw, ic, iwy = samples
+    if is_reg:
+        for ii in range(start, end):
+            b = Xb[f, idx[ii]]
+            h[b, 0] += iw[ii]
+            h[b, 1] += iwy[ii]
+    else:
+        for ii in range(start, end):
+            h[Xb[f, idx[ii]], ic[ii]] += iw[ii]
+
+
+@njit(inline="always")
+def child_score(stats: np.ndarray, is_reg: bool) -> float:
+    """Sum over children of this score is maximised: sum_k n_k^2 / W (Gini) or S^2 / W (variance)."""
+    if is_reg:
+        w = stats[0]
+        return stats[1] * stats[1] / w if w > 0 else 0.0
+    w = 0.0
+    s = 0.0
+    for k in range(stats.shape[0]):
+        w += stats[k]
+        s += stats[k] * stats[k]
+    return s / w if w > 0 else 0.0
+
+
+@njit(inline="always")
+def weight(stats: np.ndarray, is_reg: bool) -> float:
+    if is_reg:
+        return stats[0]
+    w = 0.0
+    for k in range(stats.shape[0]):
+        w += stats[k]
+    return w
+
+
+@njit(inline="always")
+def _fill_histogram(Xb, f, samples, start, end, is_reg, bins):
+    """Add the statistics of feature ``f``'s bins in a node to ``bins.hist``, the missing values' to
+    ``bins.missing``.
+
+    A bitmap of the bins touched (``bins.seen``) lists them in order afterwards, so neither clearing nor scanning
+    costs the (up to 255) bins a small node never sees.
+    """
+    idx, iw, ic, iwy = samples
+    h, miss, seen = bins.hist, bins.missing, bins.seen
+    for k in range(miss.shape[0]):
+        miss[k] = 0.0
+    for ii in range(start, end):
+        b = Xb[f, idx[ii]]
+        if b == MISSING_BIN:
+            if is_reg:
+                miss[0] += iw[ii]
+                miss[1] += iwy[ii]
+            else:
+                miss[ic[ii]] += iw[ii]
+            continue
+        seen[b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+        if is_reg:
+            h[b, 0] += iw[ii]
+            h[b, 1] += iwy[ii]
+        else:
+            h[b, ic[ii]] += iw[ii]
+
+
+@njit(inline="always")
+def _take_present(bins) -> int:
+    """Move the touched bins of ``bins.hist`` to ``bins.ids`` and ``bins.stats`` in bin order, clearing the
+    histogram and ``bins.seen``; returns how many bins are present."""
+    seen, h, cb, hc = bins.seen, bins.hist, bins.ids, bins.stats
+    n_present = 0
+    for word in range(BIN_WORDS):
+        bits = seen[word]
+        while bits != np.uint64(0):
+            low = bits & (~bits + np.uint64(1))
+            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            cb[n_present] = b
+            for k in range(h.shape[1]):
+                hc[n_present, k] = h[b, k]
+                h[b, k] = 0.0
+            n_present += 1
+            bits ^= low
+        seen[word] = np.uint64(0)
+    return n_present
+
+
+@njit(inline="always")
+def _two_stats_trial(l0, l1, p0, p1, parent_score, is_reg, min_samples_leaf, j, thr, best):
+    """``best`` (a :class:`Split`) updated with the numeric split sending statistics ``(l0, l1)`` of the node's
+    ``(p0, p1)`` left at threshold bin ``thr`` (two statistics, nothing missing: binary classification or
+    regression). The scores are the ones :func:`_scan_general` computes, in scalars: this is the hot spot."""
+    r0 = p0 - l0
+    r1 = p1 - l1
+    if is_reg:
+        wl = l0
+        wr = r0
+    else:
+        wl = l0 + l1
+        wr = r0 + r1
+    if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+        return best
+    if is_reg:
+        score = l1 * l1 / wl + r1 * r1 / wr
+    else:
+        score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
+    gain = score - parent_score
+    if gain > best.gain:
+        return Split(gain, j, thr, wl >= wr, False)
+    return best
+
+
+@njit(inline="always")
+def _scan_two_stats_touched(j, bins, parent, parent_score, is_reg, min_samples_leaf, best):
+    """The best threshold of a numeric feature with two statistics and nothing missing, read straight from the
+    touched bins of ``bins.hist`` in bin order (and cleared with ``bins.seen`` as they are read): no copy to a
+    compact list."""
+    seen, h = bins.seen, bins.hist
+    l0 = 0.0
+    l1 = 0.0
+    prev = -1
+    for word in range(BIN_WORDS):
+        bits = seen[word]
+        while bits != np.uint64(0):
+            low = bits & (~bits + np.uint64(1))
+            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            bits ^= low
+            # The split after the previous bin; none after the last one.
+            if prev >= 0:
+                best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
+                                        best)
+            l0 += h[b, 0]
+            l1 += h[b, 1]
+            h[b, 0] = 0.0
+            h[b, 1] = 0.0
+            prev = b
+        seen[word] = np.uint64(0)
+    return best
+
+
+@njit(inline="always")
+def _scan_two_stats_bins(j, Hj, parent, parent_score, is_reg, min_samples_leaf, best, clear):
+    """:func:`_scan_two_stats_touched` over every bin of a histogram (its bins with weight are the present ones),
+    stored or dense; ``clear`` empties the bins read."""
+    l0 = 0.0
+    l1 = 0.0
+    prev = -1
+    for b in range(MISSING_BIN):
+        h0 = Hj[b, 0]
+        h1 = Hj[b, 1]
+        if (h0 if is_reg else h0 + h1) <= 0:
+            continue
+        if clear:
+            Hj[b, 0] = 0.0
+            Hj[b, 1] = 0.0
+        if prev >= 0:
+            best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
+                                    best)
+        l0 += h0
+        l1 += h1
+        prev = b
+    return best
+
+
+@njit(inline="always")
+def _stored_histogram(Hj, is_reg, bins) -> int:
+    """The present bins of a stored histogram, in order (``bins.ids``, ``bins.stats``), the missing ones in
+    ``bins.missing``."""
+    cb, hc, miss = bins.ids, bins.stats, bins.missing
+    n_stats = miss.shape[0]
+    n_present = 0
+    for b in range(MISSING_BIN):
+        if is_reg:
+            w = Hj[b, 0]
+        else:
+            w = 0.0
+            for k in range(n_stats):
+                w += Hj[b, k]
+        if w > 0:
+            cb[n_present] = b
+            for k in range(n_stats):
+                hc[n_present, k] = Hj[b, k]
+            n_present += 1
+    for k in range(n_stats):
+        miss[k] = Hj[MISSING_BIN, k]
+    return n_present
+
+
+@njit(inline="always")
+def _category_order(nominal, bins, n_present, parent, is_reg, n_classes, min_category_weight, scan):
+    """The order in which the present bins are tried (``scan.cat_ids``): bin order (numeric), or by target
+    statistic (nominal), the categories too rare in the node joining the missing values' statistics (their
+    positions in ``scan.rare_ids``). Returns how many are ordered and how many are rare."""
+    hc, miss = bins.stats, bins.missing
+    keys, cat_ids, sorted_ids, rare_ids = scan.keys, scan.cat_ids, scan.sorted_ids, scan.rare_ids
+    n_stats = miss.shape[0]
+    if not nominal:
+        for c in range(n_present):
+            cat_ids[c] = c
+        return n_present, 0
+    n_rare = 0
+    n_order = 0
+    kmax = 0
+    for k in range(n_stats):
+        if parent[k] > parent[kmax]:
+            kmax = k
+    for c in range(n_present):
+        wb = weight(hc[c], is_reg)
+        if wb < min_category_weight:
+            for k in range(n_stats):
+                miss[k] += hc[c, k]
+            rare_ids[n_rare] = c
+            n_rare += 1
+            continue
+        if is_reg or n_classes == 2:
+            keys[n_order] = hc[c, 1] / wb
+        else:
+            # Multiclass: order by the share of the node's most frequent class.
+            keys[n_order] = hc[c, kmax] / wb
+        cat_ids[n_order] = c
+        n_order += 1
+    order = np.argsort(keys[:n_order], kind="mergesort")
+    for q in range(n_order):
+        sorted_ids[q] = cat_ids[order[q]]
+    for q in range(n_order):
+        cat_ids[q] = sorted_ids[q]
+    return n_order, n_rare
+
+
+@njit(inline="always")
+def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_category_weight, work, best):
+    """The best split of one feature in the general case: any statistics, missing values, nominal categories.
+
+    Missing values, and in a nominal column the categories too rare in this node to be placed on their own
+    evidence, form one pool that follows the split's default side (as unseen categories will). Bins are scanned in
+    their natural order (numeric) or by target statistic (nominal); the prefixes of that order are tried (mode 0)
+    and, for nominal columns, each category against the rest (mode 1). ``work.cats`` receives the left categories
+    of a better nominal split."""
+    bins, scan, parent, best_cats = work.bins, work.scan, work.parent, work.cats
+    hc, cb, miss = bins.stats, bins.ids, bins.missing
+    cat_ids, rare_ids, left, right, trial = scan.cat_ids, scan.rare_ids, scan.left, scan.right, scan.trial
+    is_reg = work.is_reg
+    n_stats = miss.shape[0]
+    best_gain, best_j, best_thr, best_missleft, best_nominal = best
+    n_order, n_rare = _category_order(nominal, bins, n_present, parent, is_reg, data.n_classes, min_category_weight,
+                                      scan)
+    w_miss = weight(miss, is_reg)
+
+    # The last prefix puts every present value left: "present vs missing", tried when any are missing.
+    n_modes = 2 if nominal and n_order > 2 else 1
+    for mode in range(n_modes):
+        left[:] = 0.0
+        for q in range(n_order):
+            if mode == 0 and q == n_order - 1 and w_miss == 0:
+                break
+            b = cat_ids[q]
+            if mode == 1:
+                left[:] = 0.0
+            for k in range(n_stats):
+                left[k] += hc[b, k]
+            for k in range(n_stats):
+                right[k] = parent[k] - miss[k] - left[k]
+            w_left = weight(left, is_reg)
+            w_right = weight(right, is_reg)
+            if w_left <= 0 and w_right <= 0:
+                continue
+            # Missing values to the left, then to the right; with none seen, they follow the larger side.
+            for side in range(2):
+                if (w_miss == 0 and side == 1) or (mode == 0 and q == n_order - 1 and side == 0):
+                    continue
+                if side == 0:
+                    for k in range(n_stats):
+                        trial[k] = left[k] + miss[k]
+                    wl = w_left + w_miss
+                    wr = w_right
+                    score = child_score(trial, is_reg) + child_score(right, is_reg)
+                else:
+                    for k in range(n_stats):
+                        trial[k] = right[k] + miss[k]
+                    wl = w_left
+                    wr = w_right + w_miss
+                    score = child_score(left, is_reg) + child_score(trial, is_reg)
+                if wl < min_leaf or wr < min_leaf or wl <= 0 or wr <= 0:
+                    continue
+                gain = score - parent_score
+                if gain > best_gain:
+                    best_gain = gain
+                    best_j = j
+                    best_nominal = nominal
+                    if w_miss == 0:
+                        best_missleft = w_left >= w_right
+                    else:
+                        best_missleft = side == 0
+                    if nominal:
+                        best_thr = 0
+                        best_cats[:] = 0
+                        for qq in range(q + 1 if mode == 0 else 1):
+                            c = cb[cat_ids[qq] if mode == 0 else b]
+                            best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                        if best_missleft:
+                            for qq in range(n_rare):
+                                c = cb[rare_ids[qq]]
+                                best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
+                    else:
+                        best_thr = cb[b]
+    return Split(best_gain, best_j, best_thr, best_missleft, best_nominal)
+
+
+@njit(inline="always")
+def best_split(data, settings, work, n_cand, start, end, stored):
+    """The best split of a node among its ``n_cand`` candidate features (``work.cand``), slot -1 if none beats a
+    negligible gain; ``work.cats`` holds the left categories of a nominal one. ``stored`` is the node's stored
+    histograms (an empty array when they are not kept)."""
+    bins, parent, min_leaf = work.bins, work.parent, work.min_leaf
+    h = bins.hist
+    is_reg = work.is_reg
+    n_stats = parent.shape[0]
+    parent_score = child_score(parent, is_reg)
+    best = Split(1e-12 * (abs(parent_score) + 1.0), -1, 0, False, False)
+    work.cats[:] = np.uint64(0)
+    for cj in range(n_cand):
+        j = work.cand[cj]
+        f = work.feats[j]
+        nominal = data.is_nominal[f]
+        # The common case (numeric, two statistics, nothing missing) is scanned straight from the histogram; the
+        # general scan works on a compact copy of the present bins.
+        two_stats = not nominal and n_stats == 2
+        if stored.shape[0] > 0:
+            if two_stats and weight(stored[j, MISSING_BIN], is_reg) == 0:
+                best = _scan_two_stats_bins(j, stored[j], parent, parent_score, is_reg, min_leaf, best, False)
+                continue
+            n_present = _stored_histogram(stored[j], is_reg, bins)
+        elif end - start >= settings.dense_from:
+            fill_dense(data.columns, f, work.samples, start, end, is_reg, h)
+            if two_stats and weight(h[MISSING_BIN], is_reg) == 0:
+                best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, min_leaf, best, True)
+                continue
+            n_present = _stored_histogram(h, is_reg, bins)
+            h[:] = 0.0
+        else:
+            _fill_histogram(data.columns, f, work.samples, start, end, is_reg, bins)
+            if two_stats and weight(bins.missing, is_reg) == 0:
+                best = _scan_two_stats_touched(j, bins, parent, parent_score, is_reg, min_leaf, best)
+                continue
+            n_present = _take_present(bins)
+        best = _scan_general(j, nominal, n_present, parent_score, data, min_leaf, settings.min_category_size, work,
+                             best)
+    return best
