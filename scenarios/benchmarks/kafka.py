@@ -51,9 +51,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 DEFAULT_DATASETS = "MagicTelescope:3"
 QUICK_DATASETS = "banknote-authentication:2,diabetes:2"
-#: The producer settings ``--sweep`` compares with the worker's own (``clients.BATCHING``, lz4).
-SWEEP = [("lz4", {"linger_ms": 5, "batch_size": 64 * 1024}), ("lz4", {"linger_ms": 50, "batch_size": 1024 * 1024}),
-         (None, None), ("zstd", None), ("gzip", None)]
+#: What ``--sweep`` compares with the worker's own settings (``clients.BATCHING``, lz4, state every 3 s of work):
+#: (compression, batching or None for the worker's own, other WorkerConfig settings).
+SWEEP: list[tuple[str | None, dict[str, Any] | None, dict[str, Any]]] = [
+    ("lz4", {"linger_ms": 5, "batch_size": 64 * 1024}, {}), ("lz4", {"linger_ms": 50, "batch_size": 1024 * 1024}, {}),
+    (None, None, {}), ("zstd", None, {}), ("gzip", None, {}), ("lz4", None, {"state_interval": 1e9})]
 
 
 def create_topics(bootstrap: str, prefix: str) -> str:
@@ -113,6 +115,8 @@ class CpuMeter:
         now = self._now()
         self.laps[name] = (now[0] - self._last[0], now[1] - self._last[1])
         self._last = now
+        print(f"{name}: our CPU {self.laps[name][0]:.1f} s, broker CPU {self.laps[name][1]:.1f} s", file=sys.stderr,
+              flush=True)
 
 
 def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path) -> float:
@@ -125,7 +129,7 @@ def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path) -> flo
 
 
 @contextmanager
-def producer_settings(compression: str | None, batching: dict[str, Any] | None):
+def producer_settings(batching: dict[str, Any] | None):
     """The worker's producers with these settings (``batching`` None: the worker's own) for the block."""
     saved = dict(clients.BATCHING)
     clients.BATCHING.update(batching or {})
@@ -137,12 +141,13 @@ def producer_settings(compression: str | None, batching: dict[str, Any] | None):
 
 
 def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig, guarantee: str,
-               compression: str | None = "lz4") -> float:
-    """Seconds from the worker's start until every input offset is committed (the input is produced first)."""
+               **settings: Any) -> float:
+    """Seconds from the worker's start until every input offset is committed (the input is produced first);
+    ``settings`` are WorkerConfig's."""
     topic = create_topics(bootstrap, prefix)
     produce(bootstrap, topic, lines)
     worker = Worker(WorkerConfig(bootstrap_servers=bootstrap, group_id=prefix, topics=Topics(topic, prefix),
-                                 guarantee=guarantee, compression_type=compression), config)
+                                 guarantee=guarantee, **settings), config)
     thread = threading.Thread(target=worker.run)
     t = time.perf_counter()
     thread.start()
@@ -163,7 +168,8 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     t = time.perf_counter()
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False,
                       auto_offset_reset="earliest")
-    p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", compression_type="lz4",
+    p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all",
+                      compression_type=WorkerConfig().compression_type,
                       **clients.BATCHING)
     seen = 0
     while seen < len(lines):
@@ -284,9 +290,12 @@ def measure_recovery(bootstrap: str, lines: list[bytes]) -> dict:
     return {"processing_s": processing, "killed_when_committed": busy, "killed_when_quiet": quiet}
 
 
-def _settings_name(compression: str | None, batching: dict[str, Any] | None) -> str:
+def _settings_name(compression: str | None, batching: dict[str, Any] | None, settings: dict[str, Any]) -> str:
     b = batching or clients.BATCHING
-    return f"{compression or 'none'}, linger {b['linger_ms']} ms, batch {b['batch_size'] // 1024} KiB"
+    name = f"{compression or 'none'}, linger {b['linger_ms']} ms, batch {b['batch_size'] // 1024} KiB"
+    if settings.get("state_interval", 0) > 1e6:
+        return name + ", state only when quiet"
+    return name + "".join(f", {k} {v}" for k, v in settings.items())
 
 
 def print_tables(n_in: int, n_out: int, rows: dict[str, float], laps: dict[str, tuple[float, float]],
@@ -359,12 +368,12 @@ def main(argv: list[str] | None = None) -> int:
             rows["raw kafka-python loop"] = run_raw_loop(broker.bootstrap, "raw", lines, outputs)
             cpu.lap("raw kafka-python loop")
             if args.sweep:
-                for k, (compression, batching) in enumerate(SWEEP):
-                    name = _settings_name(compression, batching)
-                    with producer_settings(compression, batching):
+                for k, (compression, batching, settings) in enumerate(SWEEP):
+                    name = _settings_name(compression, batching, settings)
+                    with producer_settings(batching):
                         cpu.start()
                         seconds = run_worker(broker.bootstrap, f"sweep{k}", lines, config, "at-least-once",
-                                             compression)
+                                             compression_type=compression, **settings)
                         cpu.lap(name)
                     sweep[name] = {"seconds": seconds, "ours": cpu.laps[name][0], "broker": cpu.laps[name][1]}
             if recovery_size != "none":
