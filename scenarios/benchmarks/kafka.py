@@ -55,7 +55,7 @@ QUICK_DATASETS = "banknote-authentication:2,diabetes:2"
 #: (compression, batching or None for the worker's own, other WorkerConfig settings).
 SWEEP: list[tuple[str | None, dict[str, Any] | None, dict[str, Any]]] = [
     ("lz4", {"linger_ms": 5, "batch_size": 64 * 1024}, {}), ("lz4", {"linger_ms": 50, "batch_size": 1024 * 1024}, {}),
-    (None, None, {}), ("zstd", None, {}), ("gzip", None, {}), ("lz4", None, {"state_interval": 1e9})]
+    (None, None, {}), ("zstd", None, {}), ("lz4", None, {"state_interval": 1e9})]
 
 
 def create_topics(bootstrap: str, prefix: str) -> str:
