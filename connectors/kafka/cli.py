@@ -41,6 +41,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.metrics_port is not None:
         from prometheus_client import start_http_server
 
+        from streamforest.connectors.kafka.metrics import zero_series
+
+        zero_series(worker.metrics, worker.engine_metrics, config.topics)
         start_http_server(args.metrics_port, addr=args.metrics_host, registry=worker.metrics.registry)
     worker.run()
     return 0

@@ -85,11 +85,16 @@ def reader(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
     return KafkaConsumer(**settings)
 
 
+#: How the worker's producers batch records. ``python -m scenarios.benchmarks.kafka --sweep`` measures the CPU of
+#: other choices on the same messages (docs/kafka.md, "Measured").
+BATCHING: dict[str, Any] = {"linger_ms": 5, "batch_size": 256 * 1024}
+
+
 def producer(config: WorkerConfig, transactional_id: str | None = None) -> KafkaProducer:
     """An idempotent producer; transactional when ``transactional_id`` is given."""
     settings: dict[str, Any] = dict(
         bootstrap_servers=config.bootstrap_servers, enable_idempotence=True, acks="all",
-        compression_type=_compression(config), linger_ms=5, batch_size=256 * 1024,
+        compression_type=_compression(config), **BATCHING,
         max_request_size=config.state_chunk_bytes + 64 * 1024, **config.client)
     if transactional_id is not None:
         settings.update(transactional_id=transactional_id, transaction_timeout_ms=60_000)

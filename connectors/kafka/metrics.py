@@ -6,9 +6,16 @@ Names follow Prometheus conventions: one ``streamforest_`` prefix, base units, c
 
 from __future__ import annotations
 
+from typing import get_args
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from streamforest.connectors.kafka.config import TOPIC_OF_TYPE, Topics
+from streamforest.engine.messages import Message
 from streamforest.engine.metrics import SECONDS_BUCKETS, EngineMetrics
+
+#: The kinds input messages are counted under: the engine's message classes, and ``unknown`` for what is none.
+MESSAGE_KINDS = (*(c.__name__.removesuffix("Message").lower() for c in get_args(Message)), "unknown")
 
 
 class WorkerMetrics:
@@ -59,3 +66,27 @@ class KindEngineMetrics(EngineMetrics):
     def consumed(self, kind: str) -> None:
         self.last_kind = kind
         super().consumed(kind)
+
+
+def zero_series(metrics: WorkerMetrics, engine_metrics: EngineMetrics, topics: Topics) -> None:
+    """Create every labelled counter and histogram of a worker at 0 for each topic and kind it can have.
+
+    Prometheus computes a rate from two scrapes of a series: a series born with its first count (a burst of
+    messages between two scrapes, a restore before the first scrape) shows no rate and no quantile at all.
+
+    Examples
+    --------
+    >>> from prometheus_client import generate_latest
+    >>> m = WorkerMetrics()
+    >>> zero_series(m, EngineMetrics(m.registry), Topics())
+    >>> b'streamforest_process_seconds_count{kind="feature"} 0.0' in generate_latest(m.registry)
+    True
+    """
+    metrics.records_in.labels(topics.input)
+    for record_type in TOPIC_OF_TYPE:
+        metrics.records_out.labels(topics.output(record_type))
+        engine_metrics.records_produced.labels(record_type)
+    for kind in MESSAGE_KINDS:
+        metrics.process_seconds.labels(kind)
+        engine_metrics.records_consumed.labels(kind)
+        engine_metrics.records_failed.labels(kind)

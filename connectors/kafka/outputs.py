@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import orjson
+import numpy as np
 
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics
+from streamforest.engine import records
 from streamforest.engine.records import RecordBatch
 
 #: Above this an output record is not sent: it becomes a dead letter saying so (the broker would refuse it).
@@ -33,8 +34,9 @@ class Origin(NamedTuple):
     value: bytes
 
 
-def output(topics: Topics, record: dict[str, Any], origin: Origin) -> KafkaRecord:
-    """The Kafka record of one engine record made from the input message at ``origin``.
+def output(topics: Topics, record: dict[str, Any], origin: Origin, value: bytes | None = None) -> KafkaRecord:
+    """The Kafka record of one engine record made from the input message at ``origin``; ``value`` is its JSON
+    when already serialized (:func:`~streamforest.engine.records.json_lines`).
 
     Examples
     --------
@@ -46,7 +48,8 @@ def output(topics: Topics, record: dict[str, Any], origin: Origin) -> KafkaRecor
     kind = record["type"]
     if kind == "error":
         return dead_letter(topics, origin.value, record["reason"], origin)
-    value = orjson.dumps(record)
+    if value is None:
+        value = records.dumps(record)
     if len(value) > MAX_RECORD_BYTES:
         return dead_letter(topics, value, f"output {kind} record of {len(value)} bytes is over the "
                                           f"{MAX_RECORD_BYTES}-byte record limit", origin)
@@ -68,21 +71,29 @@ def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> 
     >>> rs = outputs(Topics(), b, Origin("in", 0, 7, b"s", b"{}"))
     >>> [(r[0], r[1]) for r in rs]
     [('streamforest.predictions', b's/a'), ('streamforest.predictions', b's/b')]
+    >>> import orjson
     >>> [orjson.loads(r[2]) for r in rs] == list(b) and rs[0][3][1]
     ('streamforest.model_version', b'3')
     """
     if not isinstance(batch, RecordBatch):
+        # Dead letters carry the refused message, not the error record: only the others are serialized.
         return [output(topics, r, origin) for r in batch]
     topic = topics.output(batch.type)
+    # One headers list shared by the batch's records: kafka-python only reads it.
     headers = [("streamforest.type", batch.type.encode()),
                ("streamforest.model_version", str(batch.model_version).encode())]
+    lines = records.json_lines(batch)
+    keys = [k.encode("utf-8") for k in batch.keys()]
+    sizes = np.diff(lines.ends)
+    if int(sizes.max(initial=0)) <= MAX_RECORD_BYTES:
+        return [KafkaRecord(topic, key, value, headers) for key, value in zip(keys, lines.values(), strict=True)]
     out = []
-    for key, value in zip(batch.keys(), batch.json_values(), strict=True):
+    for key, value in zip(keys, lines.values(), strict=True):
         if len(value) > MAX_RECORD_BYTES:
             out.append(dead_letter(topics, value, f"output {batch.type} record of {len(value)} bytes is over the "
                                                   f"{MAX_RECORD_BYTES}-byte record limit", origin))
         else:
-            out.append(KafkaRecord(topic, key.encode("utf-8"), value, headers))
+            out.append(KafkaRecord(topic, key, value, headers))
     return out
 
 

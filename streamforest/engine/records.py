@@ -4,8 +4,9 @@ Records are plain dicts ready for JSON; each carries ``"v": 1``, its ``type`` an
 the stream for feedback, ``stream/sample`` for per-sample records, so that a compacted topic keeps the latest).
 
 The per-sample records of a republication come in a :class:`RecordBatch`: a sequence of those same dicts, held as
-the forest's arrays until a sink asks. A sink that writes JSON takes :meth:`RecordBatch.jsonl` (every record's
-``orjson.dumps`` and a newline, written in bulk) and :meth:`RecordBatch.keys`; iterating gives the dicts.
+the forest's arrays until a sink asks; iterating gives the dicts. Every sink serializes records with
+:func:`json_lines` (a batch's lines written in bulk from its arrays, other records with :func:`dumps`), once per
+record: the bytes are the same either way.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import base64
 import gc
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 import orjson
@@ -152,60 +153,151 @@ def encodings(stream: str, ids: list[str], model_version: int, E: sp.csr_matrix)
         ]
 
 
+class Lines(NamedTuple):
+    """Serialized records: ``blob`` holds every record's JSON followed by a newline, in order; record ``k`` is
+    ``blob[ends[k]:ends[k + 1] - 1]`` (``ends`` has one offset more than there are records, from 0)."""
+
+    blob: bytes
+    ends: np.ndarray
+
+    def values(self) -> list[bytes]:
+        """Every record's JSON without its newline: e.g. the values of Kafka messages."""
+        e, blob = self.ends.tolist(), self.blob
+        return [blob[e[k]:e[k + 1] - 1] for k in range(len(e) - 1)]
+
+    def lines(self) -> list[bytes]:
+        """Every record's JSON with its newline: the lines of a JSONL file."""
+        e, blob = self.ends.tolist(), self.blob
+        return [blob[e[k]:e[k + 1]] for k in range(len(e) - 1)]
+
+
+def dumps(record: dict[str, Any]) -> bytes:
+    """The JSON of one record built as a dict (``orjson.dumps``: non-finite numbers become ``null``)."""
+    return orjson.dumps(record)
+
+
+def json_lines(batch: Sequence[dict[str, Any]]) -> Lines:
+    """The serializer of output records, for every sink (files, stdout, Kafka): a :class:`RecordBatch` is written
+    from its arrays (:meth:`RecordBatch.lines`), any other sequence of records record by record with
+    :func:`dumps`. Either way the bytes are those of :func:`dumps` of each record's dict form.
+
+    Examples
+    --------
+    >>> lines = json_lines([waiting("s", ["f"], "no labels yet")])
+    >>> lines.blob == dumps(waiting("s", ["f"], "no labels yet")) + b"\\n", lines.ends.tolist()
+    (True, [0, 128])
+    """
+    if isinstance(batch, RecordBatch):
+        return batch.lines()
+    parts = [dumps(r) + b"\n" for r in batch]
+    ends = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, parts), dtype=np.int64, count=len(parts)), out=ends[1:])
+    return Lines(b"".join(parts), ends)
+
+
+class _Layout(NamedTuple):
+    """How one kind of per-sample record is made from a batch's arrays: as dicts, and as JSON lines."""
+
+    records: Callable[..., list[dict[str, Any]]]
+    lines: Callable[..., Lines]
+
+
+def _head(type: str, stream: str, model_version: int) -> list[bytes]:
+    """The first three segments of a per-sample line (:func:`render.render`): up to the id, between the key's id
+    and the ``id`` field's, and from the id's closing quote to the model version."""
+    s = render.escaped(stream)
+    return [b'{"v":%d,"type":"%s","key":"%s/' % (VERSION, type.encode(), s), b'","stream":"' + s + b'","id":"',
+            b'","model_version":%d' % int(model_version)]
+
+
+def _prediction_lines(stream: str, ids: list[str], model_version: int, classes: np.ndarray,
+                      proba: np.ndarray) -> Lines:
+    m = len(ids)
+    names = [orjson.dumps(class_key(c)) + b":" for c in classes.tolist()]
+    c = len(names)
+    no_ints = np.zeros(m + 1, dtype=np.int64)
+    head = _head("prediction", stream, model_version)
+    segments = [*head[:2], head[2] + b',"proba":{', b"", b"}}\n"]
+    return Lines(*render.render(segments, ids, no_ints, no_ints[:1], np.arange(0, m * c + 1, c, dtype=np.int64),
+                                names, np.asarray(proba, dtype=np.float64)))
+
+
+def _value_lines(stream: str, ids: list[str], model_version: int, predicted: np.ndarray) -> Lines:
+    m = len(ids)
+    no_ints = np.zeros(m + 1, dtype=np.int64)
+    head = _head("prediction", stream, model_version)
+    segments = [*head[:2], head[2] + b',"value":', b"", b"}\n"]
+    return Lines(*render.render(segments, ids, no_ints, no_ints[:1], np.arange(m + 1), [b""],
+                                np.asarray(predicted, dtype=np.float64)))
+
+
+def _encoding_lines(stream: str, ids: list[str], model_version: int, E: sp.csr_matrix) -> Lines:
+    unit = bool((E.data == 1).all())
+    head = _head("encoding", stream, model_version)
+    segments = [*head[:2], head[2] + b',"dim":%d,"indices":[' % E.shape[1], b'],"values":[', b"]}\n"]
+    return Lines(*render.render(segments, ids, E.indptr, E.indices, E.indptr, [b""], None if unit else E.data,
+                                distinct=True))
+
+
+_PREDICTIONS = _Layout(predictions, _prediction_lines)
+_VALUES = _Layout(values, _value_lines)
+_ENCODINGS = _Layout(encodings, _encoding_lines)
+
+
 class RecordBatch(Sequence[dict[str, Any]]):
     """The per-sample records of one kind (``prediction`` or ``encoding``) for a chunk of one stream's samples.
 
     A sequence of the dicts :func:`predictions`, :func:`values` or :func:`encodings` build (made when read, so
-    iterating a batch costs what building those lists costs), plus the bulk form sinks use: :meth:`jsonl`, the
-    bytes of ``orjson.dumps(record) + b"\\n"`` for every record in order, written from the arrays without a
-    Python object per number, and :meth:`keys`. Make one with :meth:`of_predictions`, :meth:`of_values` or
+    iterating a batch costs what building those lists costs), plus the form sinks use, :meth:`lines` (through
+    :func:`json_lines`): the bytes of :func:`dumps` of every record and a newline, in order, written from the
+    arrays without a Python object per number. Make one with :meth:`of_predictions`, :meth:`of_values` or
     :meth:`of_encodings`.
 
     Examples
     --------
-    >>> import numpy as np, orjson
+    >>> import numpy as np
     >>> b = RecordBatch.of_predictions("s", ["a", "b"], 3, np.array([0, 1]), np.array([[0.25, 0.75], [1.0, 0.0]]))
     >>> len(b), b.type, b.keys()
     (2, 'prediction', ['s/a', 's/b'])
     >>> b[1]["proba"]
     {'0': 1.0, '1': 0.0}
-    >>> b.jsonl() == b"".join(orjson.dumps(r) + b"\\n" for r in b)
+    >>> b.lines().blob == b"".join(dumps(r) + b"\\n" for r in b)
     True
     """
 
-    __slots__ = ("_arrays", "_build", "ids", "model_version", "stream", "type")
+    __slots__ = ("_arrays", "_layout", "ids", "model_version", "stream", "type")
 
-    def __init__(self, type: str, stream: str, ids: list[str], model_version: int, build: Any,
+    def __init__(self, type: str, stream: str, ids: list[str], model_version: int, layout: _Layout,
                  arrays: tuple) -> None:
         self.type = type
         self.stream = stream
         self.ids = ids
         self.model_version = model_version
-        self._build = build
+        self._layout = layout
         self._arrays = arrays
 
     @classmethod
     def of_predictions(cls, stream: str, ids: list[str], model_version: int, classes: np.ndarray,
                        proba: np.ndarray) -> RecordBatch:
         """Class probabilities ``proba`` (one row per id, one column per class)."""
-        return cls("prediction", stream, ids, model_version, predictions, (classes, proba))
+        return cls("prediction", stream, ids, model_version, _PREDICTIONS, (classes, proba))
 
     @classmethod
     def of_values(cls, stream: str, ids: list[str], model_version: int, predicted: np.ndarray) -> RecordBatch:
         """Predicted values of a regression stream."""
-        return cls("prediction", stream, ids, model_version, values, (predicted,))
+        return cls("prediction", stream, ids, model_version, _VALUES, (predicted,))
 
     @classmethod
     def of_encodings(cls, stream: str, ids: list[str], model_version: int, E: sp.csr_matrix) -> RecordBatch:
         """Encodings: row ``k`` of ``E`` is the encoding of ``ids[k]``."""
-        return cls("encoding", stream, ids, model_version, encodings, (E,))
+        return cls("encoding", stream, ids, model_version, _ENCODINGS, (E,))
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def records(self) -> list[dict[str, Any]]:
         """The records as dicts."""
-        return self._build(self.stream, self.ids, self.model_version, *self._arrays)
+        return self._layout.records(self.stream, self.ids, self.model_version, *self._arrays)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.records())
@@ -227,38 +319,9 @@ class RecordBatch(Sequence[dict[str, Any]]):
         return [f"{self.stream}/{sid}" for sid in self.ids]
 
     def jsonl(self) -> bytes:
-        """Every record as ``orjson.dumps(record) + b"\\n"``, in order, as one bytes."""
-        return self.lines()[0]
+        """Every record's JSON and a newline, in order, as one bytes (``lines().blob``)."""
+        return self.lines().blob
 
-    def json_values(self) -> list[bytes]:
-        """Every record's ``orjson.dumps`` (no newline), in order: e.g. the values of Kafka messages keyed by
-        :meth:`keys`."""
-        blob, ends = self.lines()
-        e = ends.tolist()
-        return [blob[e[k]:e[k + 1] - 1] for k in range(len(self))]
-
-    def lines(self) -> tuple[bytes, np.ndarray]:
-        """:meth:`jsonl` and where each record's line ends: record ``k`` is ``blob[ends[k]:ends[k + 1] - 1]``."""
-        s = render.escaped(self.stream)
-        head = (b'{"v":%d,"type":"%s","key":"%s/' % (VERSION, self.type.encode(), s), b'","stream":"' + s
-                + b'","id":"', b'","model_version":' + str(int(self.model_version)).encode())
-        m = len(self.ids)
-        no_ints = np.zeros(m + 1, dtype=np.int64)
-        if self.type == "encoding":
-            (E,) = self._arrays
-            unit = bool((E.data == 1).all())
-            segments = [*head[:2], head[2] + b',"dim":%d,"indices":[' % E.shape[1], b'],"values":[', b"]}\n"]
-            return render.render(segments, self.ids, E.indptr, E.indices, E.indptr, [b""],
-                                 None if unit else E.data, distinct=True)
-        if self._build is values:
-            (predicted,) = self._arrays
-            segments = [*head[:2], head[2] + b',"value":', b"", b"}\n"]
-            return render.render(segments, self.ids, no_ints, no_ints[:1], np.arange(m + 1), [b""],
-                                 np.asarray(predicted, dtype=np.float64))
-        classes, proba = self._arrays
-        names = [class_key(c) for c in classes.tolist()]
-        c = len(names)
-        keys = [orjson.dumps(name) + b":" for name in names]
-        segments = [*head[:2], head[2] + b',"proba":{', b"", b"}}\n"]
-        return render.render(segments, self.ids, no_ints, no_ints[:1], np.arange(0, m * c + 1, c, dtype=np.int64),
-                             keys, np.asarray(proba, dtype=np.float64))
+    def lines(self) -> Lines:
+        """Every record's JSON line, written from the arrays in bulk (:mod:`streamforest.engine.render`)."""
+        return self._layout.lines(self.stream, self.ids, self.model_version, *self._arrays)

@@ -24,13 +24,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
-
 from streamforest.compilation import COMPILE_NOTICE, kernels_compiled
 from streamforest.engine.checkpoint import Checkpointer
 from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.progress import Progress
-from streamforest.engine.records import RecordBatch
+from streamforest.engine.records import RecordBatch, json_lines
 
 BOM = b"\xef\xbb\xbf"
 #: How much of the input before a checkpoint's position, and of each output file, identifies them.
@@ -104,11 +102,12 @@ class DirectorySink:
         self.files = {kind: open(self.directory / name, "ab") for kind, name in OUTPUT_FILES.items()}
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
+        lines = json_lines(records)
         if isinstance(records, RecordBatch):
-            self.files[records.type].write(records.jsonl())
+            self.files[records.type].write(lines.blob)
             return
-        for r in records:
-            self.files[r["type"]].write(orjson.dumps(r) + b"\n")
+        for r, line in zip(records, lines.lines(), strict=True):
+            self.files[r["type"]].write(line)
 
     def flush(self) -> dict[str, int]:
         sizes = {}
@@ -135,12 +134,7 @@ class StdoutSink:
     """All records, one JSON object per line, to stdout."""
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        out = sys.stdout.buffer
-        if isinstance(records, RecordBatch):
-            out.write(records.jsonl())
-            return
-        for r in records:
-            out.write(orjson.dumps(r) + b"\n")
+        sys.stdout.buffer.write(json_lines(records).blob)
 
     def flush(self) -> dict[str, int]:
         sys.stdout.flush()
