@@ -37,8 +37,10 @@ from streamforest.engine.runtime import run
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 STREAMS = "abcdefgh"
-#: Short group timeouts keep the tests lean; the stall timeout is well above a healthy rebalance on either broker.
-GROUP = ("--session-timeout", "4", "--max-poll-interval", "10", "--stall-timeout", "20", "--commit-interval", "0.3",
+#: Short group timeouts keep the tests lean (6 s: noida-db's shortest session); the stall timeout is well above a
+#: healthy rebalance on either broker; the rebalance timeout is short because Tansu waits that long for a dead
+#: static member.
+GROUP = ("--session-timeout", "6", "--max-poll-interval", "10", "--stall-timeout", "20", "--commit-interval", "0.3",
          "--state-interval", "0.2")
 AT_LEAST_ONCE = ("--guarantee", "at-least-once")
 
@@ -94,7 +96,7 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
     assert_same_model(final_streams(b.bootstrap, prefix), want_streams)
     stalls = [line for w in workers for line in w.lines if "stalled" in line]
     if defended is not None:
-        assert bool(stalls) == defended, "\n".join(stalls) or "no stall"
+        assert bool(stalls) == defended, logs
 
 
 # ---------------------------------------------------------------------- Tansu: the coordinator does the work
@@ -132,7 +134,9 @@ def test_restarted_member(tansu, reference, membership):
 
 
 def test_third_member_joins(tansu, reference):
-    """A third member joins two busy ones: it is given a partition, and the records are all written."""
+    """A third member joins two busy ones: it is given a partition, and the records are all written. (Either way:
+    when the coordinator drops a member's generation in that rebalance, kafka-python's cooperative protocol can
+    leave a partition in nobody's hands, which the workers' own check then finds: see docs/kafka.md.)"""
     prefix = "third"
     _setup(tansu, prefix, reference[0])
     args = (*AT_LEAST_ONCE, "--exit-when-idle", "3")
@@ -142,7 +146,7 @@ def test_third_member_joins(tansu, reference):
     third = _members(tansu, prefix, "3", False, *args)["3"]
     third.wait_for("restored")
     wait_all([*ws.values(), third])
-    _check(tansu, prefix, reference, [*ws.values(), third], exactly_once=False)
+    _check(tansu, prefix, reference, [*ws.values(), third], exactly_once=False, defended=None)
 
 
 def test_broker_restart(tansu, reference):
