@@ -188,15 +188,15 @@ def test_failover_static_defended(broker, reference):
 
 
 def test_restarted_member_defended(broker, reference):
-    """Two dynamic members, one SIGKILLed and started again: joins that noida-db leaves unanswered end in the
+    """Two static members, one SIGKILLed and started again: joins that noida-db leaves unanswered end in the
     worker's own rejoin; exactly-once."""
     prefix = "defend-restart"
     _setup(broker, prefix, reference[0])
-    ws = _members(broker, prefix, "12", False, "--exit-when-idle", "3")
+    ws = _members(broker, prefix, "12", True, "--exit-when-idle", "3")
     for w in ws.values():
-        w.wait_for("restored", timeout=180)
+        w.wait_for("restored", timeout=120)
     ws["1"].kill()
-    again = _members(broker, prefix, "1", False, "--exit-when-idle", "3")["1"]
+    again = _members(broker, prefix, "1", True, "--exit-when-idle", "3")["1"]
     wait_all([again, ws["2"]])
     _check(broker, prefix, reference, [again, ws["2"]], exactly_once=True, defended=None)
     assert _restored(again), again.log()
