@@ -99,6 +99,18 @@ def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, li
     return {k: sorted(v) for k, v in got.items()}, sorted(errors)
 
 
+def embedded(d: Path, lines: list[bytes]) -> tuple[tuple[dict, list], dict]:
+    """The embedded runtime (``streamforest run``) on ``lines`` in directory ``d``: its outputs as
+    :func:`reference_by_stream` gives them, and its final streams."""
+    from streamforest.engine.core import EngineConfig
+    from streamforest.engine.runtime import run
+
+    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    engine = run(str(d / "in.jsonl"), str(d / "out"),
+                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
+    return reference_by_stream(d / "out", lines), engine.streams
+
+
 def final_streams(bootstrap: str, prefix: str) -> dict:
     """Every stream's state in the changelog's latest snapshots (the model the workers leave behind)."""
     config = WorkerConfig(bootstrap_servers=bootstrap, topics=Topics(f"{prefix}.input", prefix))

@@ -21,18 +21,16 @@ from kafka_harness import (
     WorkerProcess,
     assert_same_model,
     create_topics,
+    embedded,
     final_streams,
     outputs_by_stream,
     produce,
-    reference_by_stream,
     wait_all,
 )
 
 from streamforest.connectors.kafka.clients import key_partition
 from streamforest.connectors.kafka.testing import wait_committed
-from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
-from streamforest.engine.runtime import run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -57,12 +55,9 @@ def _messages() -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    d = tmp_path_factory.mktemp("embedded-group")
     lines = _messages()
-    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    engine = run(str(d / "in.jsonl"), str(d / "out"),
-                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
-    return lines, reference_by_stream(d / "out", lines)[0], engine.streams
+    (want, _), streams = embedded(tmp_path_factory.mktemp("embedded-group"), lines)
+    return lines, want, streams
 
 
 def _setup(b, prefix: str, lines: list[bytes]) -> str:

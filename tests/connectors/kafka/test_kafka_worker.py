@@ -17,19 +17,17 @@ from kafka_harness import (
     WorkerProcess,
     assert_same_model,
     create_topics,
+    embedded,
     final_streams,
     outputs_by_stream,
     produce,
     read_topic,
-    reference_by_stream,
 )
 
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
 from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
-from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
-from streamforest.engine.runtime import run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -60,12 +58,8 @@ def _messages() -> list[bytes]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The embedded runtime (``streamforest run``) on the same messages: outputs and final streams."""
-    d = tmp_path_factory.mktemp("embedded")
     lines = _messages()
-    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    engine = run(str(d / "in.jsonl"), str(d / "out"),
-                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
-    return lines, reference_by_stream(d / "out", lines), engine.streams
+    return lines, *embedded(tmp_path_factory.mktemp("embedded"), lines)
 
 
 def _wait_records(bootstrap: str, topic: str, n: int, worker: WorkerProcess, timeout: float = 180) -> None:
@@ -250,10 +244,7 @@ def test_recreated_input_topic_is_read_from_its_beginning(broker, reference, tmp
     assert any(told in line and "topic recreated?" in line for line in w.lines), w.log()
 
     # The model is the one the embedded runtime builds from the old messages and then the new ones.
-    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines[:cut] + new) + b"\n")
-    engine = run(str(tmp_path / "in.jsonl"), str(tmp_path / "out"),
-                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
-    assert_same_model(final_streams(broker.bootstrap, prefix), engine.streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), embedded(tmp_path, lines[:cut] + new)[1])
 
 
 def test_broker_restart_mid_run(broker, reference):
