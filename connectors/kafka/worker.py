@@ -65,7 +65,8 @@ class Worker:
         self.poller: clients.QuietPoller | None = None
         #: Since when the consumer has not been a stable member (``None``: it is one).
         self.unsettled_since: float | None = time.monotonic()
-        #: Input partitions held by others with records to read -> (their committed offset, since when unchanged).
+        #: Input partitions others hold (or nobody does) with records to read -> (committed offset, end offset, since
+        #: when the committed offset stands still).
         self.others: dict[int, tuple[int, int, float]] = {}
         #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
         self._waiting: dict[tuple[int, int, int], bool] = {}
