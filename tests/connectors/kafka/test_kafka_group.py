@@ -109,7 +109,10 @@ def test_failover(tansu, reference, membership):
     ws["1"].kill()
     wait_all([ws["2"]])
     assert _restored(ws["2"]) == {0, 1, 2, 3}, ws["2"].log()  # its own two partitions, then the dead member's
-    _check(tansu, prefix, reference, [ws["2"]], exactly_once=False)
+    # Tansu waits for a dead static member up to the rebalance timeout, and on a loaded machine sometimes longer
+    # than the stall timeout: then the survivor's own rejoin is part of the path (docs/kafka.md).
+    _check(tansu, prefix, reference, [ws["2"]], exactly_once=False,
+           defended=False if membership == "dynamic" else None)
 
 
 def test_restarted_member(tansu, reference):
