@@ -99,6 +99,19 @@ def chunks(data: bytes, size: int) -> Iterator[bytes]:
         yield data[i:i + size]
 
 
+def log_end(consumer: KafkaConsumer, tp: TopicPartition, reported: int, timeout: float = 2.0) -> int:
+    """The end offset of ``tp`` (``consumer``: a group-less reader): ``reported`` (what ListOffsets answered), or the
+    high watermark of a fetch from there when that is larger. Tansu 0.6 answers ListOffsets with the base offset of
+    the partition's last record batch plus one, so the records of that batch after its first lie beyond the
+    reported end: a restore would miss the latest snapshot, and the input's end would look earlier than the state."""
+    consumer.assign([tp])
+    consumer.seek(tp, reported)
+    deadline = time.monotonic() + timeout
+    while consumer.highwater(tp) is None and time.monotonic() < deadline:
+        consumer.poll(timeout_ms=100, max_records=1)
+    return max(reported, consumer.highwater(tp) or 0)
+
+
 class Changelog:
     """Writes and restores the state of one input partition on ``topic`` (partition ``partition``)."""
 
@@ -188,7 +201,7 @@ class Changelog:
         :attr:`manifest` and :attr:`published`."""
         consumer.assign([self.tp])
         begin = consumer.beginning_offsets([self.tp])[self.tp]
-        end = consumer.end_offsets([self.tp])[self.tp]
+        end = log_end(consumer, self.tp, consumer.end_offsets([self.tp])[self.tp])
         manifest = published = None
         hi, window = end, 64
         while manifest is None and hi > begin:

@@ -34,7 +34,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics=Topics(input=args.input_topic, prefix=args.topic_prefix), guarantee=args.guarantee,
         commit_interval=args.commit_interval, commit_every=args.commit_every, state_interval=args.state_interval,
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
-        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id,
+        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id, stall_timeout=args.stall_timeout,
         session_timeout_ms=int(args.session_timeout * 1000), max_poll_interval_ms=int(args.max_poll_interval * 1000),
         client=client_settings(args))
     worker = Worker(config, engine_config(args))
@@ -175,6 +175,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-poll-interval", type=float, default=600.0,
                    help="seconds between polls before the group gives the worker's partitions away; also how long "
                         "a join may wait (the rebalance timeout): above the longest a poll's messages take")
+    p.add_argument("--stall-timeout", type=float, default=60.0,
+                   help="seconds joining or rebalancing, or with an input partition in nobody's hands, before the "
+                        "worker leaves the group and joins it again with a new consumer (above the session timeout "
+                        "and the longest one message takes)")
     p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
                    help="stop cleanly after this long with nothing consumed (joining or rebalancing not counted)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")

@@ -82,6 +82,13 @@ class WorkerConfig:
     session_timeout_ms, max_poll_interval_ms
         How long the group waits for a silent worker's heartbeat, and for its next poll (also how long a join may
         take: the rebalance timeout), before it gives the worker's partitions away.
+    stall_timeout
+        Seconds the worker waits on its group before it defends itself: when it has been joining or rebalancing
+        that long (a JoinGroup the coordinator never answers), or when an input partition with records to read has
+        been in nobody's hands that long (its committed offset stands still: a dead member the coordinator does not
+        expire), it logs it, counts it (``streamforest_kafka_group_stalls_total``), hands its partitions over,
+        closes its consumer and joins the group again with a new one (the same ``instance_id``). Keep it above the
+        session timeout and above the longest one input message takes, or a slow member looks stalled.
     instance_id
         Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
         once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).
@@ -103,6 +110,7 @@ class WorkerConfig:
     max_poll_records: int = 100
     session_timeout_ms: int = 10_000
     max_poll_interval_ms: int = 600_000
+    stall_timeout: float = 60.0
     instance_id: str | None = None
     compression_type: str | None = "lz4"
     client: dict[str, Any] = field(default_factory=dict)
@@ -124,6 +132,9 @@ class WorkerConfig:
         if not 0 < self.session_timeout_ms <= self.max_poll_interval_ms:
             raise ValueError(f"need 0 < session_timeout_ms <= max_poll_interval_ms, got {self.session_timeout_ms!r} "
                              f"and {self.max_poll_interval_ms!r}")
+        if not self.stall_timeout * 1000 > self.session_timeout_ms:
+            raise ValueError(f"stall_timeout must exceed the session timeout ({self.session_timeout_ms / 1000:g} s): a "
+                             f"dead member is only expired after it; got {self.stall_timeout!r}")
         if self.exit_when_idle is not None and self.exit_when_idle <= 0:
             raise ValueError(f"exit_when_idle must be > 0 seconds, got {self.exit_when_idle!r}")
         unknown = sorted(set(self.client) - set(CLIENT_SETTINGS))

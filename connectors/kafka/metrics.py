@@ -48,6 +48,9 @@ class WorkerMetrics:
                                             registry=r)
         self.rebalances = Counter("streamforest_kafka_rebalances", "Partition assignments and revocations",
                                   registry=r)
+        self.group_stalls = Counter("streamforest_kafka_group_stalls",
+                                    "Times the worker found its group stalled (a join never answered, input in "
+                                    "nobody's hands) and left and joined it again", registry=r)
         self.restore_seconds = Histogram("streamforest_kafka_restore_seconds",
                                          "Time to restore a partition's state from the changelog",
                                          buckets=SECONDS_BUCKETS, registry=r)

@@ -19,7 +19,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
 from streamforest.connectors.kafka import clients
-from streamforest.connectors.kafka.changelog import Changelog, input_mark
+from streamforest.connectors.kafka.changelog import Changelog, input_mark, log_end
 from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
 from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, outputs
@@ -69,9 +69,10 @@ class PartitionTask:
                 clients.producer(self.config, self.config.transactional_id(self.partition)))
             self.producer.init_transactions()
         begin = consumer.beginning_offsets([self.tp])[self.tp]
-        end = consumer.end_offsets([self.tp])[self.tp]
-        reader = clients.reader(self.config)
+        # A short fetch wait: log_end's fetch from the end finds nothing on a broker that reports its end right.
+        reader = clients.reader(self.config, fetch_max_wait_ms=50)
         try:
+            end = log_end(reader, self.tp, consumer.end_offsets([self.tp])[self.tp])
             self.engine.streams = self.changelog.restore(reader)
             manifest = self.changelog.manifest
             self.mark = manifest.get("last") if manifest else None

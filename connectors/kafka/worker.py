@@ -5,6 +5,11 @@ Failures are local to a partition: when producing or committing fails (a broker 
 timeout), the partition's open transaction is aborted and the task is started again from the changelog, which
 replays the input from the last committed state. Assigned partitions wait (paused) until their task has started,
 so restores happen in the loop, not inside the rebalance callback.
+
+The worker does not rely on the group coordinator to end every wait: when it has been joining or rebalancing for
+``stall_timeout`` seconds, or an input partition with records to read has been in nobody's hands that long (its
+committed offset stands still), it hands its partitions over, closes its consumer and joins again with a new one
+(:meth:`Worker._rejoin`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from kafka.errors import KafkaError
 from kafka.structs import MemberState
 
 from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.changelog import log_end
 from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
 from streamforest.connectors.kafka.task import PartitionTask
@@ -29,6 +35,8 @@ log = logging.getLogger("streamforest.kafka")
 
 RETRY_SECONDS = 1.0
 POLL_SECONDS = 0.2
+#: Longest interval between two looks at the progress of the input partitions other members hold.
+GROUP_CHECK_SECONDS = 2.0
 
 
 class Worker:
@@ -54,6 +62,16 @@ class Worker:
         self.pending: dict[int, float] = {}
         self.stopping = threading.Event()
         self.consumer: Any = None
+        self.poller: clients.QuietPoller | None = None
+        #: Since when the consumer has not been a stable member (``None``: it is one).
+        self.unsettled_since: float | None = time.monotonic()
+        #: Input partitions others hold (or nobody does) with records to read -> (committed offset, end offset, since
+        #: when the committed offset stands still).
+        self.others: dict[int, tuple[int, int, float]] = {}
+        #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
+        self._waiting: dict[tuple[int, int, int], bool] = {}
+        self.next_group_check = 0.0
+        self.probe: Any = None
         self.producer: KafkaProducer | None = None  # at-least-once: one idempotent producer for every partition
         self.messages = 0
         #: Last time anything happened (records, a rebalance, a task started or restarted): ``--exit-when-idle``.
@@ -72,8 +90,7 @@ class Worker:
             signal.signal(signal.SIGINT, self.stop)
         if not self.config.exactly_once:
             self.producer = clients.producer(self.config)
-        self.consumer = clients.consumer(self.config)
-        self.consumer.subscribe([self.config.topics.input], listener=_Listener(self))
+        self._join()
         log.info("worker joined group %s on %s (%s)", self.config.group_id, self.config.topics.input,
                  self.config.guarantee)
         try:
@@ -81,10 +98,17 @@ class Worker:
         finally:
             self._shutdown()
 
+    def _join(self) -> None:
+        """A new group consumer subscribed to the input (the same ``instance_id`` for a static member)."""
+        self.consumer = clients.consumer(self.config)
+        self.consumer.subscribe([self.config.topics.input], listener=_Listener(self))
+        self.poller = clients.QuietPoller(self.consumer)
+        self.unsettled_since = time.monotonic()
+        self.others.clear()
+
     def _loop(self) -> None:
         last_commit = time.monotonic()
         since_commit = 0
-        poller = clients.QuietPoller(self.consumer)
         while not self.stopping.is_set():
             self._start_pending()
             # Work in hand is committed when due, not after a full poll wait: a client waiting for its records
@@ -98,7 +122,7 @@ class Worker:
                 if not self._settled():
                     batch = self.consumer.poll(timeout_ms=int(wait * 1000))
                 else:
-                    batch = poller.poll(wait)
+                    batch = self.poller.poll(wait)
             except KafkaError as exc:
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()
@@ -133,8 +157,12 @@ class Worker:
                 last_commit, since_commit = time.monotonic(), 0
             self._sync_pauses()
             self._update_lag()
+            stall = self._stalled()
+            if stall is not None:
+                self._rejoin(stall)
+                continue
             idle = self.config.exit_when_idle
-            if idle is not None and self._idle_seconds() >= idle and not self._behind():
+            if idle is not None and self._idle_seconds() >= idle and not self._behind() and not self._others_behind():
                 log.info("nothing consumed for %.1f s: stopping", idle)
                 break
 
@@ -150,6 +178,111 @@ class Worker:
             self.last_activity = now
         return now - self.last_activity
 
+    # ------------------------------------------------------------------ the group's progress
+
+    def _stalled(self) -> str | None:
+        """Why the group keeps this worker waiting beyond ``stall_timeout`` (``None``: it does not)."""
+        now = time.monotonic()
+        limit = self.config.stall_timeout
+        if self.consumer.group_metadata().state != MemberState.STABLE:
+            if self.unsettled_since is None:
+                self.unsettled_since = now
+            if now - self.unsettled_since >= limit:
+                return f"joining or rebalancing for {now - self.unsettled_since:.0f} s"
+            return None
+        self.unsettled_since = None
+        if now < self.next_group_check:
+            return None
+        self.next_group_check = now + min(GROUP_CHECK_SECONDS, limit / 4)
+        try:
+            self._watch_others(now)
+        except KafkaError as exc:
+            log.warning("the group's offsets are unavailable (%s): checked again later", exc)
+            return None
+        for p, (committed, end, since) in sorted(self.others.items()):
+            if now - since >= limit and self._records_waiting(p, committed, end):
+                return (f"partition {p} has records from offset {committed} on and its committed offset has not "
+                        f"moved for {now - since:.0f} s")
+        return None
+
+    def _watch_others(self, now: float) -> None:
+        """Record, for each input partition another member holds (or nobody does) with records past its committed
+        offset, that offset and since when it stands still."""
+        mine = {tp.partition for tp in self.consumer.assignment()}
+        parts = self.consumer.partitions_for_topic(self.config.topics.input) or set()
+        tps = self._tps(sorted(p for p in parts if p not in mine))
+        if not tps:
+            self.others.clear()
+            return
+        ends = self.consumer.end_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+        begins = self.consumer.beginning_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+        watched = {}
+        for tp in tps:
+            committed = self.consumer.committed(tp, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+            committed = max(committed if committed is not None else 0, begins[tp])
+            if committed >= ends[tp]:
+                ends[tp] = log_end(self._probe(), tp, ends[tp])  # a broker may report its end short
+                if committed >= ends[tp]:
+                    continue
+            seen = self.others.get(tp.partition)
+            since = seen[2] if seen is not None and seen[0] == committed else now
+            watched[tp.partition] = (committed, ends[tp], since)
+        self.others = watched
+
+    def _records_waiting(self, partition: int, offset: int, end: int) -> bool:
+        """Whether a committed input record is there to read at or after ``offset`` (not only a transaction's
+        marker or aborted records): read once per standing offset."""
+        key = (partition, offset, end)
+        if key not in self._waiting:
+            if len(self._waiting) > 1024:
+                self._waiting.clear()
+            tp = self._tps([partition])[0]
+            reader = self._probe()
+            reader.assign([tp])
+            reader.seek(tp, offset)
+            found = False
+            deadline = time.monotonic() + clients.OFFSETS_TIMEOUT_MS / 1000
+            while not found and time.monotonic() < deadline and reader.position(tp) < end:
+                found = bool(reader.poll(timeout_ms=200).get(tp))
+            self._waiting[key] = found
+        return self._waiting[key]
+
+    def _probe(self) -> Any:
+        """The group-less reader that looks at partitions other members hold (made when first needed)."""
+        if self.probe is None:
+            self.probe = clients.reader(self.config, fetch_max_wait_ms=50, max_partition_fetch_bytes=64 * 1024)
+        return self.probe
+
+    def _others_behind(self) -> bool:
+        """Whether records wait on an input partition this worker does not hold: the group is not done, and a
+        member that stopped now could leave them to a member that died."""
+        if not self.others:
+            return False
+        if any(self._records_waiting(p, committed, end) for p, (committed, end, _) in self.others.items()):
+            self.last_activity = time.monotonic()
+            return True
+        return False
+
+    def _rejoin(self, why: str) -> None:
+        """Leave the group and join it again with a new consumer: the coordinator starts the member afresh
+        instead of leaving it to wait out the rebalance timeout (``max_poll_interval``, minutes)."""
+        self.metrics.group_stalls.inc()
+        log.warning("group %s stalled: %s: handing partitions over and joining again", self.config.group_id, why)
+        self.revoked(sorted(set(self.tasks) | set(self.pending)))
+        old = self.consumer
+        try:
+            clients.bounded(old.close, "leave group", seconds=10.0)
+        except Exception as exc:  # a broker gone or a join in flight: the new consumer replaces the member anyway
+            log.warning("closing the stalled consumer failed: %s", exc)
+        while not self.stopping.is_set():
+            try:
+                self._join()
+                return
+            except KafkaError as exc:
+                log.warning("joining the group again failed (%s): retrying in %.0f s", exc, RETRY_SECONDS)
+                time.sleep(RETRY_SECONDS)
+        self.consumer = None
+
     def _shutdown(self) -> None:
         for task in list(self.tasks.values()):
             self._commit(task, force_state=True)
@@ -157,6 +290,8 @@ class Worker:
         self.tasks.clear()
         if self.producer is not None:
             self.producer.close(timeout=10)
+        if self.probe is not None:
+            self.probe.close()
         if self.consumer is not None:
             self.consumer.close()
         log.info("worker stopped after %d messages", self.messages)
@@ -228,6 +363,10 @@ class Worker:
             return False
 
     def _commit_all(self) -> None:
+        # Not in a rebalance: the commit would be refused (its generation is ending) and the partition restarted
+        # for nothing; what is done is committed on revocation, or at the first commit once the group is stable.
+        if self.consumer.group_metadata().state != MemberState.STABLE:
+            return
         for task in list(self.tasks.values()):
             self._commit(task)
 
@@ -262,6 +401,8 @@ class Worker:
             log.warning("offsets unavailable (%s): not idle yet", exc)
             self.last_activity = time.monotonic()
             return True
+        # The last fetch's high watermark counts too: a broker may report its end short (docs/kafka.md).
+        ends = {tp: max(end, self.consumer.highwater(tp) or 0) for tp, end in ends.items()}
         behind = [t for t in tasks if ends.get(t.tp, 0) > max(t.position, fetched[t.tp])]
         for t in behind:
             log.warning("partition %d: %d messages to read but nothing fetched: fetching again from offset %d",

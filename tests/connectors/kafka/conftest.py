@@ -1,10 +1,13 @@
-"""A real Kafka-protocol broker for the session: noida-db on a free 127.0.0.1 port, data in a temporary directory,
-stopped by its PID. Required: when noida-db is missing or does not start, the tests fail (they are not skipped)."""
+"""Real Kafka-protocol brokers for the session, each on a free 127.0.0.1 port and stopped by its PID: noida-db
+(``broker``: transactions, read_committed, exactly-once) and Tansu (``tansu``: the group paths, at-least-once).
+Required: when one is missing or does not start, its tests fail (they are not skipped)."""
 
 from __future__ import annotations
 
 import pytest
 from kafka_harness import STARTED, Broker
+
+from streamforest.connectors.kafka.testing import TansuBroker
 
 
 @pytest.fixture(scope="session")
@@ -13,6 +16,14 @@ def broker(tmp_path_factory):
     b.start()
     yield b
     b.stop()
+
+
+@pytest.fixture(scope="session")
+def tansu(tmp_path_factory):
+    b = TansuBroker(tmp_path_factory.mktemp("tansu"))
+    b.start()
+    yield b
+    b.close()
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""Helpers of the Kafka tests: a noida-db broker process, topics, reading outputs, worker processes."""
+"""Helpers of the Kafka tests: broker processes, topics, reading outputs, worker processes."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import orjson
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka.changelog import Changelog
 from streamforest.connectors.kafka.cli import message_key
+from streamforest.connectors.kafka.config import Topics, WorkerConfig
 from streamforest.connectors.kafka.testing import LocalBroker as Broker  # noqa: F401  (conftest's fixture)
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -55,7 +59,10 @@ def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") ->
     deadline = time.monotonic() + 120
     while any(c.position(tp) < end[tp] for tp in tps):
         assert time.monotonic() < deadline, f"could not read {topic} to its end"
-        for recs in c.poll(timeout_ms=300).values():
+        batch = c.poll(timeout_ms=300)
+        # The fetches' high watermark counts too: Tansu reports the end of a partition short (docs/kafka.md).
+        end = {tp: max(e, c.highwater(tp) or 0) for tp, e in end.items()}
+        for recs in batch.values():
             out.extend(r for r in recs if r.offset < end[TopicPartition(r.topic, r.partition)])
     c.close()
     return out
@@ -90,6 +97,42 @@ def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, li
         n = int(rec["source"].rsplit(":", 1)[1])  # the embedded runtime's line number (1-based)
         errors.append((rec["reason"], raw_lines[n - 1]))
     return {k: sorted(v) for k, v in got.items()}, sorted(errors)
+
+
+def embedded(d: Path, lines: list[bytes]) -> tuple[tuple[dict, list], dict]:
+    """The embedded runtime (``streamforest run``) on ``lines`` in directory ``d``: its outputs as
+    :func:`reference_by_stream` gives them, and its final streams."""
+    from streamforest.engine.core import EngineConfig
+    from streamforest.engine.runtime import run
+
+    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    engine = run(str(d / "in.jsonl"), str(d / "out"),
+                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
+    return reference_by_stream(d / "out", lines), engine.streams
+
+
+def final_streams(bootstrap: str, prefix: str) -> dict:
+    """Every stream's state in the changelog's latest snapshots (the model the workers leave behind)."""
+    config = WorkerConfig(bootstrap_servers=bootstrap, topics=Topics(f"{prefix}.input", prefix))
+    streams = {}
+    for p in range(4):
+        reader = clients.reader(config)
+        streams.update(Changelog(config.topics.state, p, config.state_chunk_bytes).restore(reader))
+        reader.close()
+    return streams
+
+
+def assert_same_model(got: dict, want: dict) -> None:
+    from streamforest.engine.checkpoint import stream_arrays
+
+    assert sorted(got) == sorted(want)
+    for name in want:
+        a_arrays, a_header = stream_arrays(got[name])
+        b_arrays, b_header = stream_arrays(want[name])
+        assert a_header == b_header, name
+        assert sorted(a_arrays) == sorted(b_arrays), name
+        for k in b_arrays:
+            np.testing.assert_array_equal(a_arrays[k], b_arrays[k], err_msg=f"{name}: {k}")
 
 
 # ---------------------------------------------------------------------- workers
@@ -143,64 +186,9 @@ class WorkerProcess:
         return "\n".join(self.lines[-80:])
 
 
-def join_group(bootstrap: str, prefix: str, *extra: str, join_timeout: float = 30.0, attempts: int = 3
-               ) -> WorkerProcess:
-    """A worker joining a group that already has a member, once it has partitions (its first "restored" line).
-
-    When the broker never answers its JoinGroup, the worker is started again with the same arguments (a static
-    member: the new process takes the member over). noida-db 0.2.3 answers a held JoinGroup by polling the group's
-    state every 20 ms; when the other member goes from its JoinGroup response through SyncGroup to its cooperative
-    follow-up JoinGroup between two polls, the newcomer's request is never answered and the group waits for it for
-    the whole rebalance timeout (seen about once in ten runs on a loaded machine). Apache Kafka answers held joins
-    on the state change itself; the workers under test are not what stalls, so the harness retries, not the worker.
-    """
-    for attempt in range(1, attempts):
-        worker = WorkerProcess(bootstrap, prefix, *extra)
-        try:
-            worker.wait_for("restored", timeout=join_timeout)
-            return worker
-        except AssertionError:
-            if worker.proc.poll() is not None:
-                raise
-            print(f"no assignment in {join_timeout:.0f} s (attempt {attempt}): starting the worker again:\n"
-                  + worker.log(), file=sys.stderr)
-            worker.kill()
-    worker = WorkerProcess(bootstrap, prefix, *extra)
-    worker.wait_for("restored")
-    return worker
-
-
-def wait_finished(bootstrap: str, prefix: str, workers: dict[str, WorkerProcess], *extra: str,
-                  timeout: float = 90.0, restarts: int = 2) -> dict[str, WorkerProcess]:
-    """The group's workers (by ``--instance-id``, all started with ``--exit-when-idle`` and ``extra``), once every
-    one has exited.
-
-    A worker left alone when the other member stops must rejoin the group to take its partitions over; noida-db can
-    leave a JoinGroup unanswered (see :func:`join_group`), and then the whole group waits for it for the rebalance
-    timeout (minutes): a worker in a rebalance is never idle, and restarting the members into that group was not
-    always enough. So while any worker is still running ``timeout`` seconds on, every member is started again in a
-    fresh consumer group, at most ``restarts`` times. That also exercises a worker's restart without the group's
-    offsets: it restores the changelog's state and replays without republishing up to the published position
-    recorded there, so the records are still each written once.
-    """
-    for attempt in range(restarts + 1):
-        deadline = time.monotonic() + timeout
-        while any(w.proc.poll() is None for w in workers.values()) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        stuck = [name for name, w in workers.items() if w.proc.poll() is None]
-        if not stuck:
-            break
-        if attempt == restarts:
-            raise AssertionError(f"workers {stuck} still running after {restarts} restarts:\n"
-                                 + "\n".join(workers[name].log() for name in stuck))
-        group = f"{prefix}-retry{attempt + 1}"
-        for name in stuck:
-            print(f"{name} still running after {timeout:.0f} s (a rejoin never answered?): starting every member "
-                  f"again in group {group}:\n" + workers[name].log(), file=sys.stderr)
-        for w in workers.values():
-            w.kill()
-        for name in workers:
-            workers[name] = WorkerProcess(bootstrap, prefix, "--instance-id", name, *extra, group=group)
-    for w in workers.values():
-        w.wait()
-    return workers
+def wait_all(workers: list[WorkerProcess], timeout: float = 240.0) -> None:
+    """Wait until every worker has exited (they run with ``--exit-when-idle``), each with status 0."""
+    deadline = time.monotonic() + timeout
+    for w in workers:
+        rc = w.wait(max(1.0, deadline - time.monotonic()))
+        assert rc == 0, f"worker exited with {rc}:\n" + w.log()

@@ -12,6 +12,7 @@ METRICS = {
     "streamforest_consumer_lag_records", "streamforest_kafka_records_in_total", "streamforest_kafka_records_out_total",
     "streamforest_kafka_dead_letters_total", "streamforest_kafka_commits_total",
     "streamforest_kafka_transactions_aborted_total", "streamforest_kafka_rebalances_total",
+    "streamforest_kafka_group_stalls_total",
     "streamforest_kafka_restore_seconds", "streamforest_kafka_state_bytes", "streamforest_process_seconds",
 }
 
@@ -23,6 +24,7 @@ def test_options_from_environment(monkeypatch):
     monkeypatch.setenv("STREAMFOREST_CREATE_TOPICS", "true")
     monkeypatch.setenv("STREAMFOREST_FOREST_PARAM", "trees_per_generation=7 max_depth=4")
     monkeypatch.setenv("STREAMFOREST_MAX_POLL_INTERVAL", "45")
+    monkeypatch.setenv("STREAMFOREST_STALL_TIMEOUT", "90")
     args = build_parser().parse_args(["kafka", "run", "--commit-interval", "3"])
     assert args.bootstrap_servers == "b1:9092,b2:9092"
     assert args.guarantee == "at-least-once"
@@ -30,6 +32,7 @@ def test_options_from_environment(monkeypatch):
     assert args.create_topics is True
     assert args.forest_param == ["trees_per_generation=7", "max_depth=4"]
     assert args.max_poll_interval == 45.0
+    assert args.stall_timeout == 90.0
 
 
 def test_bad_environment_value_is_a_clear_error(monkeypatch, capsys):
@@ -55,7 +58,8 @@ def test_worker_metric_names():
 
 
 @pytest.mark.parametrize("bad", [["--commit-interval", "0"], ["--state-chunk-bytes", "10"],
-                                 ["--session-timeout", "30", "--max-poll-interval", "20"]])
+                                 ["--session-timeout", "30", "--max-poll-interval", "20"],
+                                 ["--session-timeout", "10", "--stall-timeout", "10"]])
 def test_bad_options_refused(bad, capsys):
     assert main(["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", *bad]) == 1
     assert capsys.readouterr().err.startswith("streamforest kafka:")

@@ -7,7 +7,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import orjson
 import pytest
 from kafka import KafkaConsumer, TopicPartition
@@ -16,23 +15,19 @@ from kafka.errors import TopicAlreadyExistsError
 from kafka_harness import (
     ROOT,
     WorkerProcess,
+    assert_same_model,
     create_topics,
-    join_group,
+    embedded,
+    final_streams,
     outputs_by_stream,
     produce,
     read_topic,
-    reference_by_stream,
-    wait_finished,
 )
 
 from streamforest.connectors.kafka import clients
-from streamforest.connectors.kafka.changelog import Changelog
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
 from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
-from streamforest.engine.checkpoint import stream_arrays
-from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
-from streamforest.engine.runtime import run
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -63,33 +58,8 @@ def _messages() -> list[bytes]:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The embedded runtime (``streamforest run``) on the same messages: outputs and final streams."""
-    d = tmp_path_factory.mktemp("embedded")
     lines = _messages()
-    (d / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
-    engine = run(str(d / "in.jsonl"), str(d / "out"),
-                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
-    return lines, reference_by_stream(d / "out", lines), engine.streams
-
-
-def _final_streams(bootstrap: str, prefix: str) -> dict:
-    config = WorkerConfig(bootstrap_servers=bootstrap, topics=Topics(f"{prefix}.input", prefix))
-    streams = {}
-    for p in range(4):
-        reader = clients.reader(config)
-        streams.update(Changelog(config.topics.state, p, config.state_chunk_bytes).restore(reader))
-        reader.close()
-    return streams
-
-
-def _assert_same_model(got: dict, want: dict) -> None:
-    assert sorted(got) == sorted(want)
-    for name in want:
-        a_arrays, a_header = stream_arrays(got[name])
-        b_arrays, b_header = stream_arrays(want[name])
-        assert a_header == b_header, name
-        assert sorted(a_arrays) == sorted(b_arrays), name
-        for k in b_arrays:
-            np.testing.assert_array_equal(a_arrays[k], b_arrays[k], err_msg=f"{name}: {k}")
+    return lines, *embedded(tmp_path_factory.mktemp("embedded"), lines)
 
 
 def _wait_records(bootstrap: str, topic: str, n: int, worker: WorkerProcess, timeout: float = 180) -> None:
@@ -118,7 +88,7 @@ def test_outputs_equal_embedded_runtime(broker, reference):
     truncated = [(reason, raw[:DEAD_LETTER_CAP]) for reason, raw in want_errors]
     assert got_errors == sorted(truncated)
     assert len(got_errors) == len(POISON)
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
 
 
 def test_dead_letters_carry_kip1034_headers(broker, reference):
@@ -167,7 +137,7 @@ def test_sigkill_and_restart(broker, reference, guarantee):
             assert set(want[key]) <= set(got[key]), key  # nothing missing
     if guarantee == "exactly-once":
         assert len(got_errors) == len(want_errors)
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
 
 
 def test_quiet_partition_snapshots_its_state(broker, reference):
@@ -191,7 +161,7 @@ def test_quiet_partition_snapshots_its_state(broker, reference):
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
         assert got[key] == want[key], key
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
 
 
 def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
@@ -234,31 +204,7 @@ def test_commits_during_a_replay_never_move_offsets_back(broker, reference):
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
         assert got[key] == want[key], key  # each record once
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
-
-
-def test_two_workers_one_killed(broker, reference):
-    """Two workers share the partitions (the first hands some over in a cooperative rebalance); the first is
-    killed mid-run and restarted; the records are those of one uninterrupted run."""
-    lines, (want, _), want_streams = reference
-    prefix = "scale"
-    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
-    args = ("--commit-interval", "0.3", "--state-interval", "0.2", "--exit-when-idle", "8")
-    first = WorkerProcess(broker.bootstrap, prefix, "--instance-id", "w1", *args)
-    first.wait_for("restored")
-    second = join_group(broker.bootstrap, prefix, "--instance-id", "w2", *args)
-    first.wait_for("revoked: state handed over")
-    time.sleep(1.0)
-    first.kill()
-    again = join_group(broker.bootstrap, prefix, "--instance-id", "w1", *args)
-    for done in wait_finished(broker.bootstrap, prefix, {"w2": second, "w1": again}, *args).values():
-        assert done.proc.returncode == 0, done.log()
-    got, _ = outputs_by_stream(broker.bootstrap, prefix)
-    for key in want:
-        assert got[key] == want[key], key
-    # The restarted worker took its partitions back (it did not stop as idle while it was still joining the
-    # group): the changelog's final snapshots are the uninterrupted model.
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
 
 
 def test_missing_topics_refused_without_create_topics(broker):
@@ -298,10 +244,7 @@ def test_recreated_input_topic_is_read_from_its_beginning(broker, reference, tmp
     assert any(told in line and "topic recreated?" in line for line in w.lines), w.log()
 
     # The model is the one the embedded runtime builds from the old messages and then the new ones.
-    (tmp_path / "in.jsonl").write_bytes(b"\n".join(lines[:cut] + new) + b"\n")
-    engine = run(str(tmp_path / "in.jsonl"), str(tmp_path / "out"),
-                 EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), engine.streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), embedded(tmp_path, lines[:cut] + new)[1])
 
 
 def test_broker_restart_mid_run(broker, reference):
@@ -331,7 +274,7 @@ def test_broker_restart_mid_run(broker, reference):
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
     for key in want:
         assert got[key] == want[key], f"{key}\n{w.log()}"
-    _assert_same_model(_final_streams(broker.bootstrap, prefix), want_streams)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
 
 
 def test_consumer_takes_the_group_timeouts(broker):
