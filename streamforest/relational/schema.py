@@ -172,6 +172,18 @@ def _check_schema(spec: Any, where: str) -> tuple[dict, dict]:
         nominal = t.get("nominal", [])
         if not isinstance(nominal, list) or not all(isinstance(c, str) for c in nominal):
             raise ValueError(f"{where}: {what}: nominal must be a list of column names")
+        roles = [("key", t.get("key")), ("time", t.get("time"))]
+        roles += [(f"parents[{i}]", p["column"]) for i, p in enumerate(parents)]
+        if name == target.get("table"):
+            roles += [("label", target.get("label")), ("cutoff", target.get("cutoff"))]
+        roles += [("nominal", c) for c in nominal]
+        seen: dict[str, str] = {}
+        for role, col in roles:
+            if col is None:
+                continue
+            if col in seen:
+                raise ValueError(f"{where}: {what}: column {col!r} is named twice (as {seen[col]} and as {role})")
+            seen[col] = role
     if target["table"] not in tables:
         raise ValueError(f"{where}: target: unknown table {target['table']!r} (tables: {sorted(tables)})")
     if not tables[target["table"]].get("key"):
