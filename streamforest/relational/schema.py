@@ -33,7 +33,7 @@ from streamforest.relational.tables import Column, Database, Link, Table, nomina
 
 SCHEMA_FIELDS = {"target", "tables"}
 TARGET_FIELDS = {"table", "label", "cutoff"}
-TABLE_FIELDS = {"path", "key", "parents", "time", "nominal"}
+TABLE_FIELDS = {"path", "key", "parents", "time", "nominal", "columns"}
 PARENT_FIELDS = {"table", "column"}
 PARQUET_SUFFIXES = {".parquet", ".pq"}
 
@@ -86,12 +86,14 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
         The tables, their links, the target's ids, labels and cutoff.
     """
     target, tables = _check_schema(spec, where)
-    raw = {name: _read_table(base / t["path"], name) for name, t in tables.items()}
+    raw = {name: _read_table(base / t["path"], name, _used(t, target if name == target["table"] else None))
+           for name, t in tables.items()}
     for name, t in tables.items():
         header = raw[name].header
         needed = [("key", t.get("key")), ("time", t.get("time"))]
         needed += [("parents", p["column"]) for p in t.get("parents", [])]
         needed += [("nominal", c) for c in t.get("nominal", [])]
+        needed += [("data", c) for c in t.get("columns") or []]
         if name == target["table"]:
             needed += [("label", target["label"]), ("cutoff", target.get("cutoff"))]
         for what, col in needed:
@@ -129,7 +131,7 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
         nominal = set(t.get("nominal", []))
         columns = {}
         for c in r.header:
-            if c not in special:
+            if c not in special and c in r.cells:
                 columns[c] = r.cells[c].column(c, c in nominal)
                 del r.cells[c]
         built[name] = Table(name, r.n_rows, columns, links[name], times.get(name), t.get("time"))
@@ -172,11 +174,15 @@ def _check_schema(spec: Any, where: str) -> tuple[dict, dict]:
         nominal = t.get("nominal", [])
         if not isinstance(nominal, list) or not all(isinstance(c, str) for c in nominal):
             raise ValueError(f"{where}: {what}: nominal must be a list of column names")
+        columns = t.get("columns")
+        if columns is not None and not (isinstance(columns, list) and all(isinstance(c, str) for c in columns)):
+            raise ValueError(f"{where}: {what}: columns must be a list of column names or null")
         roles = [("key", t.get("key")), ("time", t.get("time"))]
         roles += [(f"parents[{i}]", p["column"]) for i, p in enumerate(parents)]
         if name == target.get("table"):
             roles += [("label", target.get("label")), ("cutoff", target.get("cutoff"))]
         roles += [("nominal", c) for c in nominal]
+        roles += [("columns", c) for c in columns or []]
         seen: dict[str, str] = {}
         for role, col in roles:
             if col is None:
@@ -381,16 +387,31 @@ class _RawTable:
         return f"row {i + 1} (line {i + 2})" if self.lines else f"row {i + 1}"
 
 
-def _read_table(path: Path, table: str) -> _RawTable:
+def _used(t: dict, target: dict | None) -> set[str] | None:
+    """The columns of a table the schema uses, when its ``columns`` lists the data columns; None: all of them."""
+    if t.get("columns") is None:
+        return None
+    used = {t.get("key"), t.get("time"), *(p["column"] for p in t.get("parents", [])), *t.get("nominal", []),
+            *t["columns"]}
+    if target is not None:
+        used |= {target["label"], target.get("cutoff")}
+    return used - {None}
+
+
+def _read_table(path: Path, table: str, used: set[str] | None = None) -> _RawTable:
+    """The file's header, and cells of the ``used`` columns (all when None): other columns are never parsed."""
     if not path.exists():
         raise ValueError(f"table {table!r}: file {path} does not exist")
     if path.suffix.lower() in PARQUET_SUFFIXES:
-        return _read_parquet(path, table)
+        return _read_parquet(path, table, used)
     if _arrow() is not None:
-        raw = _read_csv_arrow(path, table)
+        raw = _read_csv_arrow(path, table, used)
         if raw is not None:
             return raw
-    return _read_csv(path, table)
+    raw = _read_csv(path, table)
+    if used is not None:
+        raw.cells = {h: c for h, c in raw.cells.items() if h in used}
+    return raw
 
 
 def _csv_header(path: Path, table: str) -> list[str]:
@@ -401,7 +422,7 @@ def _csv_header(path: Path, table: str) -> list[str]:
     return _check_header(header, path, table)
 
 
-def _read_csv_arrow(path: Path, table: str) -> _RawTable | None:
+def _read_csv_arrow(path: Path, table: str, used: set[str] | None = None) -> _RawTable | None:
     """A CSV file read by pyarrow's columnar reader, every column as text; None when it refuses the file (ragged
     rows, blank lines, bad UTF-8): the ``csv`` module's reader then reads it or names the line."""
     import pyarrow as pa
@@ -409,15 +430,17 @@ def _read_csv_arrow(path: Path, table: str) -> _RawTable | None:
 
     header = _csv_header(path, table)
     names = [str(i) for i in range(len(header))]  # Arrow's names: the header's own may repeat after trimming
+    read = [str(i) for i, h in enumerate(header) if used is None or h in used]
     try:
         data = pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
                              parse_options=pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
-                             convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
-                                                                 null_values=[], strings_can_be_null=False,
+                             convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(read, pa.string()),
+                                                                 include_columns=read, null_values=[],
+                                                                 strings_can_be_null=False,
                                                                  quoted_strings_can_be_null=False))
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
-    cells: dict[str, _Cells] = {h: _ArrowTextCells(data.column(i)) for i, h in enumerate(header)}
+    cells: dict[str, _Cells] = {header[int(i)]: _ArrowTextCells(data.column(i)) for i in read}
     return _RawTable(path, header, cells, data.num_rows, lines=True)
 
 
@@ -445,24 +468,29 @@ def _check_header(header: list[str], path: Path, table: str) -> list[str]:
     return header
 
 
-def _read_parquet(path: Path, table: str) -> _RawTable:
+def _read_parquet(path: Path, table: str, used: set[str] | None = None) -> _RawTable:
     from streamforest.optional import require
 
     pa = require("pyarrow", f"table {table!r}: reading {path.name}")
     pq = require("pyarrow.parquet", f"table {table!r}: reading {path.name}")
+    errors = (pa.ArrowException, OSError, ValueError)
     try:
-        data = pq.read_table(path)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        file = pq.ParquetFile(path)
+        names = file.schema_arrow.names
+        meta = file.schema_arrow.pandas_metadata or {}
+    except errors as exc:
         raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
-    names = data.column_names
-    meta = data.schema.pandas_metadata or {}
     # pandas stores an unnamed, non-range index as a column; it is row bookkeeping, not data (and would leak order)
     index = {c for c in meta.get("index_columns", []) if isinstance(c, str) and c.startswith("__index_level_")}
     keep = [i for i, c in enumerate(names) if c not in index]
     header = _check_header([names[i] for i in keep], path, table)
-    cells: dict[str, _Cells] = {h: _arrow_cells(pa, data.column(i), table, h, path)
-                                for h, i in zip(header, keep, strict=True)}
-    return _RawTable(path, header, cells, data.num_rows, lines=False)
+    take = [(h, i) for h, i in zip(header, keep, strict=True) if used is None or h in used]
+    try:
+        data = file.read(columns=[names[i] for _, i in take])
+    except errors as exc:
+        raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
+    cells: dict[str, _Cells] = {h: _arrow_cells(pa, data.column(j), table, h, path) for j, (h, _) in enumerate(take)}
+    return _RawTable(path, header, cells, file.metadata.num_rows, lines=False)
 
 
 def _arrow_cells(pa: ModuleType, col: Any, table: str, name: str, path: Path) -> _TypedCells:

@@ -213,3 +213,19 @@ def test_not_json(tmp_path):
         load_schema(tmp_path / "schema.json")
     with pytest.raises(ValueError, match="does not exist"):
         load_schema(write(tmp_path, GOOD, m=M, atom=ATOM))
+
+
+def test_columns_limits_what_is_read(tmp_path, reader):
+    schema = json.loads(json.dumps(GOOD))
+    schema["tables"]["atom"]["columns"] = ["q"]
+    db = load_schema(write(tmp_path, schema, m=M, atom="aid,mid,el,q,junk\nx1,a,c,0.1,\nx2,a,o,-0.2,\nx3,b,c,,z\n",
+                           bond=BOND))
+    assert list(db.tables["atom"].columns) == ["q"] and db.tables["atom"].n_rows == 3
+    assert db.tables["bond"].links[0].index.tolist() == [0, 0, 2]
+    assert list(db.tables["m"].columns) == ["w"]  # no columns list: every data column
+    schema["tables"]["atom"]["columns"] = ["q", "zz"]
+    with pytest.raises(ValueError, match=r"table 'atom': data column 'zz' is missing from atom.csv"):
+        load_schema(write(tmp_path, schema, m=M, atom=ATOM, bond=BOND))
+    schema["tables"]["atom"]["columns"] = ["q", "aid"]
+    with pytest.raises(ValueError, match=r"table 'atom': column 'aid' is named twice \(as key and as columns\)"):
+        load_schema(write(tmp_path, schema, m=M, atom=ATOM, bond=BOND))
