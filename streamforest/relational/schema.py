@@ -135,6 +135,10 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
                 columns[c] = r.cells[c].column(c, c in nominal)
                 del r.cells[c]
         built[name] = Table(name, r.n_rows, columns, links[name], times.get(name), t.get("time"))
+    del raw, r, traw
+    arrow = _arrow()
+    if arrow is not None:  # Arrow's allocator keeps the pages of the files' cells for reuse: hand them back
+        arrow[0].default_memory_pool().release_unused()
     return Database(built, target["table"], target["label"], ids, labels, cutoff, tkey)
 
 
