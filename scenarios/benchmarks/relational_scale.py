@@ -105,13 +105,21 @@ def child(schema: Path, budget: int, out: Path, seed: int) -> dict[str, Any]:
     for name in ("samples", "feature", "drop", "wait_predictions"):
         clock.wrap(drivers.EngineClient, name, "learning")
     results: list[Any] = []
-    run = loop.Loop.run
+    run, final = loop.Loop.run, getattr(loop.Loop, "_final", None)
+    peaks: dict[str, float] = {}
 
     def keep(self: Any) -> Any:
+        peaks["before_loop"] = peak_gib()  # reading and the exploration sample
         results.append(run(self))
         return results[-1]
 
+    def mark(self: Any, accepted: Any) -> Any:
+        peaks["before_final"] = peak_gib()  # and the exploration: the final stream's forest comes after
+        return final(self, accepted)
+
     loop.Loop.run = keep
+    if final is not None:
+        loop.Loop._final = mark
     start, cpu0 = time.perf_counter(), cpu_seconds()
     code = cli(["relational", "run", "--schema", str(schema), "--budget", str(budget), "--out", str(out),
                 "--seed", str(seed), "--quiet"])
@@ -122,7 +130,11 @@ def child(schema: Path, budget: int, out: Path, seed: int) -> dict[str, Any]:
     result = results[0]
     return {"seconds": seconds, "cpu_seconds": cpu_seconds() - cpu0, "phases": clock.seconds,
             "candidates": len(result.trials), "accepted": [c.definition for c in result.accepted],
-            "final_oob": result.final_oob}
+            "final_oob": result.final_oob, "peaks_gib": peaks}
+
+
+def peak_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def run_shape(shape: str, schema: Path, planted: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -193,7 +205,9 @@ def line(r: dict[str, Any], seconds_goal: float, gib_goal: float) -> str:
             f"{r['peak_rss_gib']:.2f} GiB, {r['candidates'] / r['seconds']:.2f} candidates/s "
             f"({r['candidates']}), {len(r['accepted'])} accepted, planted {'yes' if r['planted_found'] else 'NO'}, "
             f"final oob {r['final_oob'] if r['final_oob'] is None else round(r['final_oob'], 4)} [{ok}]\n"
-            f"{'':<10} seconds: {split}; load {r['load_before']:.1f} -> {r['load_after']:.1f}")
+            f"{'':<10} seconds: {split}; peak RSS before the loop {r['peaks_gib'].get('before_loop', 0):.2f} GiB, "
+            f"before the final stream {r['peaks_gib'].get('before_final', 0):.2f} GiB; "
+            f"load {r['load_before']:.1f} -> {r['load_after']:.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
