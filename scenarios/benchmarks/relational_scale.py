@@ -89,12 +89,18 @@ class Clock:
         setattr(owner, name, timed)
 
 
-def child(schema: Path, budget: int, out: Path, seed: int) -> dict[str, Any]:
-    """One shape, in this (child) process: the CLI command with its phases timed."""
+def child(schema: Path, budget: int, out: Path, seed: int, report: Path, final_trees: int | None) -> dict[str, Any]:
+    """One shape, in this (child) process: the CLI command with its phases timed.
+
+    The report is written as the run goes (after reading, after the exploration): a child killed in the final
+    stream still says how far it got.
+    """
     from streamforest.cli import main as cli
     from streamforest.relational import candidates, drivers, loop, tables
     from streamforest.relational import schema as schema_mod
 
+    if final_trees is not None:  # the final stream's trees per feature (the CLI's default: loop.FINAL_FOREST)
+        loop.FINAL_FOREST = {**loop.FINAL_FOREST, "trees_per_generation": final_trees}
     clock = Clock()
     clock.wrap(schema_mod, "load_schema", "reading")
     clock.wrap(tables.Database, "subset", "indexing")
@@ -108,19 +114,27 @@ def child(schema: Path, budget: int, out: Path, seed: int) -> dict[str, Any]:
     run, final = loop.Loop.run, getattr(loop.Loop, "_final", None)
     peaks: dict[str, float] = {}
 
+    start, cpu0 = time.perf_counter(), cpu_seconds()
+
+    def partial(stage: str) -> None:
+        report.write_text(json.dumps({"stage": stage, "seconds": time.perf_counter() - start,
+                                      "cpu_seconds": cpu_seconds() - cpu0, "phases": clock.seconds,
+                                      "peaks_gib": peaks}))
+
     def keep(self: Any) -> Any:
         peaks["before_loop"] = peak_gib()  # reading and the exploration sample
+        partial("exploration")
         results.append(run(self))
         return results[-1]
 
     def mark(self: Any, accepted: Any) -> Any:
         peaks["before_final"] = peak_gib()  # and the exploration: the final stream's forest comes after
+        partial(f"final stream ({len(accepted)} accepted features)")
         return final(self, accepted)
 
     loop.Loop.run = keep
     if final is not None:
         loop.Loop._final = mark
-    start, cpu0 = time.perf_counter(), cpu_seconds()
     code = cli(["relational", "run", "--schema", str(schema), "--budget", str(budget), "--out", str(out),
                 "--seed", str(seed), "--quiet"])
     seconds = time.perf_counter() - start
@@ -128,7 +142,7 @@ def child(schema: Path, budget: int, out: Path, seed: int) -> dict[str, Any]:
         raise RuntimeError(f"streamforest relational run exited {code}")
     clock.seconds["other"] = seconds - sum(clock.seconds.values())
     result = results[0]
-    return {"seconds": seconds, "cpu_seconds": cpu_seconds() - cpu0, "phases": clock.seconds,
+    return {"stage": "done", "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu0, "phases": clock.seconds,
             "candidates": len(result.trials), "accepted": [c.definition for c in result.accepted],
             "final_oob": result.final_oob, "peaks_gib": peaks}
 
@@ -144,16 +158,25 @@ def run_shape(shape: str, schema: Path, planted: str, args: argparse.Namespace) 
         cmd = [sys.executable, "-m", "scenarios.benchmarks.relational_scale", "--child", str(schema),
                "--child-report", str(report), "--budget", str(args.budget), "--seed", str(args.seed),
                "--out", str(Path(tmp) / "out")]
+        if args.final_trees is not None:
+            cmd += ["--final-trees", str(args.final_trees)]
         load_before = os.getloadavg()[0]
         with open(Path(tmp) / "stderr", "w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
             _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS, not the maximum of all children
         proc.returncode = os.waitstatus_to_exitcode(status)
         stderr = (Path(tmp) / "stderr").read_text()
+        peak = usage.ru_maxrss / 2**20
         if proc.returncode != 0 or not report.exists():
-            return {"shape": shape, "error": stderr.strip().splitlines()[-1] if stderr.strip() else "no report"}
+            why = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {proc.returncode}"
+            if proc.returncode == -9:
+                why += " (SIGKILL: the kernel's OOM killer, when the machine ran out of memory)"
+            got = json.loads(report.read_text()) if report.exists() else {}
+            return {"shape": shape, "error": f"{why}; peak RSS {peak:.2f} GiB; reached: {got.get('stage', '-')} "
+                                             f"after {got.get('seconds', 0):.0f} s ({got.get('cpu_seconds', 0):.0f} "
+                                             f"CPU s), peaks {got.get('peaks_gib')}, phases {got.get('phases')}"}
         out = json.loads(report.read_text())
-    out.update(shape=shape, peak_rss_gib=usage.ru_maxrss / 2**20, load_before=load_before,
+    out.update(shape=shape, peak_rss_gib=peak, load_before=load_before,
                load_after=os.getloadavg()[0], planted=planted,
                planted_found=[d for d in out["accepted"] if planted in d])
     return out
@@ -222,12 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ft-python", default="/work/wt/ft-venv/bin/python")
     ap.add_argument("--ft-timeout", type=float, default=1200.0, help="seconds featuretools gets")
     ap.add_argument("--ft-memory-gib", type=float, default=12.0, help="address space featuretools gets")
+    ap.add_argument("--final-trees", type=int,
+                    help="trees per feature of the final stream (default: the CLI's, loop.FINAL_FOREST)")
     ap.add_argument("--out", default="results/benchmarks/relational_scale.json")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--child-report", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
-        report = child(args.child, args.budget, Path(args.out), args.seed)
+        report = child(args.child, args.budget, Path(args.out), args.seed, args.child_report, args.final_trees)
         args.child_report.write_text(json.dumps(report))
         return 0
     shapes: list[str] = args.shape or list(ALL_SHAPES)
