@@ -1,14 +1,18 @@
-"""Vectorized group-by reductions on rows sorted by group.
+"""Group-by reductions over a row index: one numba pass per candidate, no copy of a column.
 
-Every function takes ``groups``, the group (owner row) of each child row, **non-decreasing**, and returns one value
-per group ``0 .. n_groups-1``. Rows that do not take part (missing value, failed condition, after the cutoff) are
-removed by the caller before. An empty group gives 0 for ``count``, ``sum`` and ``nunique`` and NaN otherwise.
-Nothing loops over rows in Python: bincount, reduceat on segment starts and lexsort within groups.
+A path's rows are indexed once (:func:`index`): ``starts`` (one entry per group, plus the end) and ``rows`` (the
+rows of each group, in row order, rows without an owner left out) -- a counting sort. A reduction
+(:func:`reduce_index`) then reads the column, the condition column and the times through that index, row by row,
+and writes one value per group: memory is the output and one group's values. Rows that do not take part (missing
+value, failed condition) are skipped inside the kernel. An empty group gives 0 for ``count``, ``sum`` and
+``nunique`` and NaN otherwise. Within a group values are visited in row order, so a sum is the same float as
+``np.bincount``'s.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 #: Reductions of a numeric column.
 NUMERIC = ("sum", "mean", "min", "max", "std", "nunique", "first", "last")
@@ -17,24 +21,86 @@ NOMINAL = ("nunique", "mode_share", "first", "last")
 #: What aggregates of aggregates may use over the per-row values below them.
 OUTER = ("mean", "min", "max", "sum", "std")
 FUNCS = ("count", *NUMERIC, "mode_share")
+#: Condition operators of :func:`reduce_index`.
+NO_CONDITION, EQUAL, GREATER = 0, 1, 2
+_CODE = {f: i for i, f in enumerate(FUNCS)}
+_NONE = np.zeros(0)
 
 
-def reduce(func: str, groups: np.ndarray, n_groups: int, values: np.ndarray | None = None,
-           times: np.ndarray | None = None) -> np.ndarray:
-    """One reduction per group.
+def index(owner: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """The row index of a grouping: ``starts`` (``n_groups + 1``) and ``rows`` (group by group, row order within).
+
+    Rows whose owner is negative belong to no group.
+
+    >>> starts, rows = index(np.array([2, 0, -1, 2, 0]), 3)
+    >>> starts.tolist(), rows.tolist()
+    ([0, 2, 2, 4], [1, 4, 0, 3])
+    """
+    return _index(np.asarray(owner, dtype=np.int64), int(n_groups))
+
+
+@njit(cache=True)
+def _index(owner: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    for r in range(owner.size):
+        if owner[r] >= 0:
+            starts[owner[r] + 1] += 1
+    for g in range(n_groups):
+        starts[g + 1] += starts[g]
+    at = starts[:-1].copy()
+    rows = np.empty(starts[n_groups], dtype=np.int64)
+    for r in range(owner.size):
+        o = owner[r]
+        if o >= 0:
+            rows[at[o]] = r
+            at[o] += 1
+    return starts, rows
+
+
+def reduce_index(func: str, starts: np.ndarray, rows: np.ndarray, values: np.ndarray | None = None,
+                 nominal: bool = False, cond: np.ndarray | None = None, op: int = NO_CONDITION,
+                 threshold: float = 0.0, times: np.ndarray | None = None) -> np.ndarray:
+    """One reduction per group of a row index.
 
     Parameters
     ----------
     func
         ``count``, ``sum``, ``mean``, ``min``, ``max``, ``std`` (population), ``nunique``, ``mode_share`` (share
         of the most frequent value), ``first``/``last`` (the value at the earliest/latest ``times``; ties by row
-        order).
-    groups
-        Group of each row, non-decreasing, in ``0 .. n_groups-1``.
+        order, unknown times after every known one).
+    starts, rows
+        The index (:func:`index`).
     values
-        The rows' values (not needed for ``count``).
+        A value per row (not needed for ``count``): float (NaN = missing) or, with ``nominal``, codes (-1 =
+        missing).
+    cond, op, threshold
+        Rows take part only when ``cond[row] == threshold`` (``op`` :data:`EQUAL`) or ``> threshold``
+        (:data:`GREATER`; NaN fails).
     times
-        The rows' times (for ``first`` and ``last``).
+        A time per row (for ``first`` and ``last``).
+
+    >>> starts, rows = index(np.array([0, 0, 2, 0, 2]), 3)
+    >>> x = np.array([1.0, 3.0, 5.0, 3.0, 7.0])
+    >>> reduce_index("mean", starts, rows, x).tolist(), reduce_index("nunique", starts, rows, x).tolist()
+    ([2.3333333333333335, nan, 6.0], [2.0, 0.0, 2.0])
+    >>> reduce_index("count", starts, rows, cond=x, op=GREATER, threshold=2.0).tolist()
+    [2.0, 0.0, 2.0]
+    """
+    if func not in _CODE:
+        raise ValueError(f"unknown aggregate {func!r} (expected one of {FUNCS})")
+    if func != "count" and values is None:
+        raise ValueError(f"{func} needs values")
+    if func in ("first", "last") and times is None:
+        raise ValueError(f"{func} needs times")
+    x = _NONE if func == "count" else values
+    return _reduce(_CODE[func], starts, rows, x, nominal, _NONE if cond is None else cond, op, float(threshold),
+                   _NONE if times is None else np.asarray(times, dtype=np.float64))
+
+
+def reduce(func: str, groups: np.ndarray, n_groups: int, values: np.ndarray | None = None,
+           times: np.ndarray | None = None) -> np.ndarray:
+    """One reduction per group of rows given by their group (non-decreasing, in ``0 .. n_groups-1``); see
+    :func:`reduce_index` for the functions.
 
     Examples
     --------
@@ -47,67 +113,99 @@ def reduce(func: str, groups: np.ndarray, n_groups: int, values: np.ndarray | No
     >>> reduce("last", g, 3, x, times=np.array([5.0, 1.0, 2.0, 0.0, 0.0])).tolist()
     [1.0, nan, 7.0]
     """
-    groups = np.asarray(groups, dtype=np.int64)
-    count = np.bincount(groups, minlength=n_groups).astype(np.float64)
-    if func == "count":
-        return count
-    if values is None:
-        raise ValueError(f"{func} needs values")
-    x = np.asarray(values, dtype=np.float64)
-    if func == "sum":
-        return np.bincount(groups, weights=x, minlength=n_groups)
-    empty = count == 0
-    if func in ("mean", "std"):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = np.bincount(groups, weights=x, minlength=n_groups) / count
-            if func == "mean":
-                return mean
-            dev = x - mean[groups]
-            return np.sqrt(np.bincount(groups, weights=dev * dev, minlength=n_groups) / count)
-    out = np.full(n_groups, np.nan)
-    if x.size == 0:
-        return np.zeros(n_groups) if func == "nunique" else out
-    starts = _starts(groups)
-    owners = groups[starts]
-    if func == "min":
-        out[owners] = np.minimum.reduceat(x, starts)
-    elif func == "max":
-        out[owners] = np.maximum.reduceat(x, starts)
-    elif func in ("nunique", "mode_share"):
-        order = np.lexsort((x, groups))
-        gs, xs = groups[order], x[order]
-        new = np.ones(gs.size, dtype=bool)
-        new[1:] = (gs[1:] != gs[:-1]) | (xs[1:] != xs[:-1])
-        if func == "nunique":
-            return np.bincount(gs[new], minlength=n_groups).astype(np.float64)
-        run_starts = np.flatnonzero(new)
-        run_len = np.diff(np.append(run_starts, gs.size))
-        run_group = gs[run_starts]
-        best = np.maximum.reduceat(run_len, _starts(run_group))
-        out[run_group[_starts(run_group)]] = best / count[run_group[_starts(run_group)]]
-    elif func in ("first", "last"):
-        if times is None:
-            raise ValueError(f"{func} needs times")
-        order = np.lexsort((np.arange(groups.size), np.asarray(times, dtype=np.float64), groups))
-        xs = x[order]
-        ends = np.append(starts[1:], groups.size) - 1
-        out[owners] = xs[starts] if func == "first" else xs[ends]
-    else:
-        raise ValueError(f"unknown aggregate {func!r} (expected one of {FUNCS})")
-    out[empty] = np.nan
+    starts, rows = index(groups, n_groups)
+    x = None if values is None else np.asarray(values, dtype=np.float64)
+    return reduce_index(func, starts, rows, x, times=times)
+
+
+@njit(cache=True)
+def _before(a: float, b: float) -> bool:
+    """Time order with unknown (NaN) times after every known one."""
+    if a != a:
+        return False
+    return b != b or a < b
+
+
+@njit(cache=True)
+def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nominal: bool, cond: np.ndarray,
+            op: int, threshold: float, times: np.ndarray) -> np.ndarray:
+    n = starts.size - 1
+    out = np.full(n, np.nan)
+    widest = 0
+    for g in range(n):
+        widest = max(widest, starts[g + 1] - starts[g])
+    buf = np.empty(widest)
+    at = np.empty(widest, dtype=np.int64)
+    for g in range(n):
+        m = 0  # the group's values that take part, in row order
+        for k in range(starts[g], starts[g + 1]):
+            r = rows[k]
+            if op == 1 and not (cond[r] == threshold):
+                continue
+            if op == 2 and not (cond[r] > threshold):
+                continue
+            if func == 0:
+                m += 1
+                continue
+            v = x[r]
+            if nominal:
+                if v < 0:
+                    continue
+            elif v != v:
+                continue
+            buf[m] = v
+            at[m] = r
+            m += 1
+        if func == 0:  # count
+            out[g] = m
+        elif func == 1:  # sum
+            s = 0.0
+            for i in range(m):
+                s += buf[i]
+            out[g] = s
+        elif m == 0:
+            if func == 6:  # nunique of nothing
+                out[g] = 0.0
+        elif func == 2 or func == 5:  # mean, std
+            s = 0.0
+            for i in range(m):
+                s += buf[i]
+            mean = s / m
+            if func == 2:
+                out[g] = mean
+            else:
+                d = 0.0
+                for i in range(m):
+                    d += (buf[i] - mean) * (buf[i] - mean)
+                out[g] = np.sqrt(d / m)
+        elif func == 3:  # min
+            best = buf[0]
+            for i in range(1, m):
+                best = min(best, buf[i])
+            out[g] = best
+        elif func == 4:  # max
+            best = buf[0]
+            for i in range(1, m):
+                best = max(best, buf[i])
+            out[g] = best
+        elif func == 6 or func == 9:  # nunique, mode_share
+            vals = np.sort(buf[:m])
+            distinct, run, longest = 1, 1, 1
+            for i in range(1, m):
+                if vals[i] == vals[i - 1]:
+                    run += 1
+                else:
+                    distinct += 1
+                    run = 1
+                longest = max(longest, run)
+            out[g] = float(distinct) if func == 6 else longest / m
+        else:  # first (7), last (8): the earliest / latest time, ties by row order
+            best = 0
+            for i in range(1, m):
+                if func == 7:
+                    if _before(times[at[i]], times[at[best]]):
+                        best = i
+                elif not _before(times[at[i]], times[at[best]]):
+                    best = i
+            out[g] = buf[best]
     return out
-
-
-def _starts(groups: np.ndarray) -> np.ndarray:
-    """Index of the first row of each run of equal groups."""
-    if groups.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    s = np.ones(groups.size, dtype=bool)
-    s[1:] = groups[1:] != groups[:-1]
-    return np.flatnonzero(s)
-
-
-def grouping(owner: np.ndarray) -> np.ndarray:
-    """Stable order that sorts rows by owner, leaving out rows without one (owner -1)."""
-    order = np.argsort(owner, kind="stable")
-    return order[owner[order] >= 0]

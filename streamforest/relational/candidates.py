@@ -211,11 +211,10 @@ class Generator:
         self.db = db
         self.max_depth = max_depth
         self.max_values = max_values
-        self._chains: dict[tuple[Step, ...], tuple[list[np.ndarray], np.ndarray]] = {}
-        self._groups: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
+        self._alive: dict[tuple[Step, ...], np.ndarray] = {}
+        self._index: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
         self._levels: dict[tuple[str, str], list] = {}
         self._cuts: dict[tuple[str, str], list[Condition]] = {}
-        self._columns: dict[tuple, np.ndarray] = {}
 
     # ------------------------------------------------------------------ the space
 
@@ -363,79 +362,70 @@ class Generator:
         scores = [score(self._aggregate(o, ())) for o in options]
         return options[int(np.argmax(np.nan_to_num(scores, nan=-np.inf)))]
 
-    def _chain(self, path: tuple[Step, ...]) -> tuple[list[np.ndarray], np.ndarray]:
-        """For the rows of the path's last table: their row in each table along the path, and whether alive
-        (linked all the way up, and not after the target row's cutoff)."""
-        if path in self._chains:
-            return self._chains[path]
+    def _up(self, path: tuple[Step, ...], level: int) -> np.ndarray:
+        """For each row of the path's last table: its row in the table ``level`` steps below the target (-1 when a
+        link on the way is empty). Not kept: only the time filter and the indexes need it, once each."""
+        index = self._table(path).link(path[-1].column).index
+        if level == len(path) - 1:
+            return index
+        up = self._up(path[:-1], level)
+        return np.where(index >= 0, up[np.maximum(index, 0)], -1)
+
+    def _visible(self, path: tuple[Step, ...]) -> np.ndarray:
+        """Whether each row of the path's last table is linked all the way up and, with a cutoff, neither it nor a
+        row above it on the path is after the target row's cutoff (an unknown time is after every cutoff)."""
+        if path in self._alive:
+            return self._alive[path]
         t = self._table(path)
         if not path:
-            rows = [np.arange(t.n_rows)]
             alive = np.ones(t.n_rows, dtype=bool)
         else:
-            up_rows, up_alive = self._chain(path[:-1])
-            p = t.link(path[-1].column).index
-            linked = p >= 0
-            safe = np.where(linked, p, 0)
-            rows = [np.where(linked, r[safe], -1) for r in up_rows] + [np.arange(t.n_rows)]
-            alive = linked & up_alive[safe]
+            index = t.link(path[-1].column).index
+            linked = index >= 0
+            alive = linked & self._visible(path[:-1])[np.maximum(index, 0)]
             if self.db.cutoff is not None and t.time is not None:
-                cut = self.db.cutoff[np.where(linked, rows[0], 0)]
+                cut = self.db.cutoff[np.maximum(self._up(path, 0), 0)]
                 # rows from after the cutoff, or with an unknown time, are invisible (NaN compares False)
                 alive &= np.isnan(cut) | (t.time <= cut)
-        self._chains[path] = (rows, alive)
-        return rows, alive
+        self._alive[path] = alive
+        return alive
 
     def _grouping(self, path: tuple[Step, ...], level: int) -> tuple[np.ndarray, np.ndarray]:
+        """The row index of the path's visible rows by their row ``level`` steps below the target: built once per
+        path and level, shared by every candidate over it."""
         key = (path, level)
-        if key not in self._groups:
-            rows, alive = self._chain(path)
-            owner = np.where(alive, rows[level], -1)
-            order = agg.grouping(owner)
-            self._groups[key] = (order, owner[order])
-        return self._groups[key]
+        if key not in self._index:
+            owner = np.arange(self._table(path).n_rows) if level == len(path) else self._up(path, level)
+            owner = np.where(self._visible(path), owner, -1)
+            self._index[key] = agg.index(owner, self._table(path[:level]).n_rows)
+        return self._index[key]
 
     def _aggregate(self, f: Aggregate, prefix: tuple[Step, ...]) -> np.ndarray:
         full = (*prefix, *f.path)
-        level = len(prefix)
-        order, groups = self._grouping(full, level)
-        n = self._table(prefix).n_rows
+        starts, rows = self._grouping(full, len(prefix))
         t = self._table(full)
-        keep = np.ones(order.size, dtype=bool)
+        cond, op, threshold = None, agg.NO_CONDITION, 0.0
         if f.where is not None:
-            keep &= self._sorted(full, level, ("where", f.where), lambda: self._condition(t, f.where))
+            cond, op, threshold = self._condition(t, f.where)
         if f.func == "count":
-            return agg.reduce("count", groups[keep], n)
+            return agg.reduce_index("count", starts, rows, cond=cond, op=op, threshold=threshold)
         if f.inner is not None:
-            x = self._aggregate(f.inner, full)[order]
-            keep &= ~np.isnan(x)
+            x, nominal = self._aggregate(f.inner, full), False
         else:
             col = t.columns[f.column]
-            x = self._sorted(full, level, ("column", f.column), lambda: col.values)
-            keep &= self._sorted(full, level, ("present", f.column), lambda: ~col.missing())
-        times = self._sorted(full, level, ("time",), lambda: t.time)[keep] if f.func in ("first", "last") else None
-        return agg.reduce(f.func, groups[keep], n, x[keep].astype(np.float64), times)
+            x, nominal = col.values, col.nominal
+        times = t.time if f.func in ("first", "last") else None
+        return agg.reduce_index(f.func, starts, rows, x, nominal, cond, op, threshold, times)
 
-    def _sorted(self, path: tuple[Step, ...], level: int, what: tuple, compute: Callable[[], np.ndarray]):
-        """A column (or a condition's mask) of the path's last table in the grouping's order, kept: candidates of
-        one family read the same few columns again and again."""
-        key = (path, level, what)
-        if key not in self._columns:
-            order, _ = self._grouping(path, level)
-            self._columns[key] = compute()[order]
-        return self._columns[key]
-
-    def _condition(self, t: Table, c: Condition) -> np.ndarray:
+    def _condition(self, t: Table, c: Condition) -> tuple[np.ndarray, int, float]:
+        """The condition as the kernel reads it: the column, the operator and the value (a category's code)."""
         col = t.columns[c.column]
         if col.nominal:
             if c.op != "=":
                 raise ValueError(f"{t.name}.{c.column} is nominal: only '=' conditions")
-            try:
-                return col.values == col.categories.index(str(c.value))
-            except ValueError:
-                return np.zeros(t.n_rows, dtype=bool)
-        with np.errstate(invalid="ignore"):
-            return col.values == float(c.value) if c.op == "=" else col.values > float(c.value)
+            code = col.categories.index(str(c.value)) if str(c.value) in col.categories else -2  # -2: no row
+            return col.values, agg.EQUAL, float(code)
+        return col.values, agg.EQUAL if c.op == "=" else agg.GREATER, float(c.value)
 
 
 def combine(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:

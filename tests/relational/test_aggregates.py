@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -51,6 +53,36 @@ def test_reduce_matches_reference(func, seed):
     t = rng.integers(0, 5, groups.size).astype(float)  # ties in time: row order breaks them
     got = agg.reduce(func, groups, n, x, t)
     np.testing.assert_allclose(got, slow(func, groups, n, x, t), equal_nan=True, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("func", agg.FUNCS)
+@pytest.mark.parametrize("nominal", [False, True])
+def test_reduce_index_on_unsorted_rows_with_conditions(func, nominal):
+    rng = np.random.default_rng(7)
+    n, m = 9, 80
+    owner = rng.integers(-1, n, m)  # -1: a row without an owner (unlinked, or not visible)
+    if nominal:
+        x = rng.integers(-1, 3, m).astype(np.int32)  # codes, -1 missing
+        present = x >= 0
+    else:
+        x = np.where(rng.random(m) < 0.2, np.nan, rng.integers(0, 4, m) + 0.25)
+        present = ~np.isnan(x)
+    cond = rng.integers(0, 3, m).astype(np.float64)
+    t = np.where(rng.random(m) < 0.2, np.nan, rng.integers(0, 4, m).astype(np.float64))  # unknown times last
+    starts, rows = agg.index(owner, n)
+    assert starts[-1] == (owner >= 0).sum()
+    assert all(np.all(np.diff(rows[a:b]) > 0) for a, b in itertools.pairwise(starts))  # row order in each group
+    for op, threshold in ((agg.NO_CONDITION, 0.0), (agg.EQUAL, 1.0), (agg.GREATER, 0.0)):
+        keep = owner >= 0
+        keep &= True if op == agg.NO_CONDITION else (cond == threshold) if op == agg.EQUAL else (cond > threshold)
+        if func != "count":
+            keep &= present
+        order = np.argsort(owner[keep], kind="stable")
+        g, xs, ts = owner[keep][order], x[keep][order].astype(np.float64), t[keep][order]
+        # the reference sorts unknown times after every known one, as the kernel does
+        expected = slow(func, g, n, xs, np.where(np.isnan(ts), np.inf, ts))
+        got = agg.reduce_index(func, starts, rows, x, nominal, cond, op, threshold, t)
+        np.testing.assert_allclose(got, expected, equal_nan=True, rtol=1e-12, atol=1e-12, err_msg=f"{func} {op}")
 
 
 def test_reduce_empty_input():

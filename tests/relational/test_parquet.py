@@ -273,6 +273,12 @@ def test_errors_name_the_table(pa, tmp_path):
         load_schema(schema)
     with pytest.raises(ValueError, match=r"table 'atom': column 'tags' of atom\.parquet has type list<"):
         load(atom=atom_table(pa).append_column("tags", pa.array([["x"], [], None])))
+    # a column the schema's data columns leave out is never read
+    spec = json.loads(json.dumps(GOOD))
+    spec["tables"]["atom"]["columns"] = ["el"]
+    db = load_schema(write_parquet(pa, tmp_path / "columns", spec, m=M, bond=BOND,
+                                   atom=atom_table(pa).append_column("tags", pa.array([["x"], [], None]))))
+    assert list(db.tables["atom"].columns) == ["el"]
     # row errors: rows, no CSV lines
     with pytest.raises(ValueError, match=r"table 'atom': duplicate key '10' in column 'aid', rows 1 and 3$"):
         load(atom=atom_table(pa).set_column(0, "aid", pa.array([10, 11, 10])))

@@ -129,15 +129,82 @@ BAD = [
     (_bad(atom="aid,mid,el,q\n,a,c,1\n"), r"table 'atom': key column 'aid' is empty in row 1"),
     (_bad(lambda s: s["tables"]["atom"].update(time="el")),
      r"table 'atom': time column 'el', row 1 \(line 2\): 'c' is neither a number nor an ISO date"),
+    (_bad(lambda s: s["target"].update(cutoff="w"), m="mid,y,w\na,1,2020-01-01\nb,0,\nc,,x\n"),
+     r"table 'm': cutoff column 'w', row 3 \(line 4\): 'x' is neither a number nor an ISO date"),
+    (_bad(lambda s: (s["target"].update(cutoff="w"), s["tables"]["atom"].update(time="q")),
+          atom="aid,mid,el,q\nx1,a,c,2020-01-01\nx2,a,o,2020-01-02T10:00:00\nx3,b,c,\n"),
+     r"table 'atom': time column 'q' holds datetimes but the cutoff column 'w' of table 'm' holds numbers"),
+    (_bad(atom="aid,mid,el,el\nx1,a,c,0.1\n"), r"table 'atom': atom.csv repeats columns \['el'\]"),
+    (_bad(lambda s: s["tables"]["atom"].update(time="aid")),
+     r"table 'atom': column 'aid' is named twice \(as key and as time\)"),
+    (_bad(lambda s: s["tables"]["bond"].update(nominal=["t", "t"])),
+     r"table 'bond': column 't' is named twice \(as nominal and as nominal\)"),
+    (_bad(lambda s: s["target"].update(cutoff="y")),
+     r"table 'm': column 'y' is named twice \(as label and as cutoff\)"),
 ]
 
 
+@pytest.fixture(params=["arrow", "csv"])
+def reader(request, monkeypatch):
+    """Both CSV readers: pyarrow's (the default where installed) and the csv module's (the fallback)."""
+    if request.param == "csv":
+        from streamforest.relational import schema
+
+        monkeypatch.setattr(schema, "_arrow", lambda: None)
+    return request.param
+
+
 @pytest.mark.parametrize(("case", "message"), BAD, ids=[m[:40] for _, m in BAD])
-def test_bad_schemas_and_tables(tmp_path, case, message):
+def test_bad_schemas_and_tables(tmp_path, case, message, reader):
     schema, tables = case
     path = write(tmp_path, schema, **tables)
     with pytest.raises(ValueError, match=message):
         load_schema(path)
+
+
+TRICKY_M = 'mid,y,w,cut,grade\n a ,1, 0.5 ,2020-01-01T10:00:00.7,"hi, there"\nb,0,1_000,2020-01-02,\xe9t\xe9\n' \
+           'c,,nan,,zebra\n"d\nx",1,,2019-12-31T23:59,"hi, there"\n'
+TRICKY_ATOM = "aid,mid,el,q,at\n1,a ,c,inf,5\n2,a,o,-0.2,\n3,b,c,,7.5\n 4 ,\"d\nx\",10,1e3,1\n"
+
+
+def test_both_csv_readers_give_the_same_database(tmp_path, monkeypatch):
+    from streamforest.relational import schema
+
+    from .test_parquet import assert_same
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    words = np.array(["x", "y", "\u00e9", "Z", "10", "9", "a b"])
+    m = "mid,y,w,cut,grade\n" + "".join(f"m{i},{i % 2 if i % 7 else ''},{rng.normal():.6f},"
+                                        f"2020-01-{1 + i % 28:02d}T{i % 24:02d}:00:00,{words[i % 7]}\n"
+                                        for i in range(n))
+    atom = "aid,mid,el,q,at\n" + "".join(f"{j},m{rng.integers(n)},{words[rng.integers(7)]},"
+                                         f"{'' if j % 11 == 0 else rng.normal()},{rng.integers(100)}\n"
+                                         for j in range(4 * n))
+    spec = {"target": {"table": "m", "label": "y", "cutoff": "cut"},
+            "tables": {"m": {"path": "m.csv", "key": "mid"},
+                       "atom": {"path": "atom.csv", "key": "aid", "parents": [{"table": "m", "column": "mid"}],
+                                "nominal": ["el"]}}}
+    tricky = {**spec, "tables": {**spec["tables"], "atom": {**spec["tables"]["atom"], "nominal": []}}}
+    (tmp_path / "big").mkdir()
+    (tmp_path / "tricky").mkdir()
+    cases = [write(tmp_path / "big", spec, m=m, atom=atom), write(tmp_path / "tricky", tricky, m=TRICKY_M,
+                                                                  atom=TRICKY_ATOM)]
+    for path in cases:
+        for name in ("m", "atom"):  # Arrow reads these files: the comparison is not the fallback against itself
+            assert schema._read_csv_arrow(path.parent / f"{name}.csv", name) is not None
+        by_arrow = load_schema(path)
+        with monkeypatch.context() as mp:
+            mp.setattr(schema, "_arrow", lambda: None)
+            by_csv = load_schema(path)
+        assert_same(by_arrow, by_csv)
+    tricky_db = load_schema(cases[1])
+    assert tricky_db.ids.tolist() == ["a", "b", "c", "d\nx"]
+    w = tricky_db.tables["m"].columns["w"]
+    np.testing.assert_array_equal(w.values, [0.5, 1000.0, np.nan, np.nan])
+    np.testing.assert_array_equal(tricky_db.cutoff, [1577872800, 1577923200, np.nan, 1577836740])
+    assert tricky_db.tables["m"].columns["grade"].categories == ("hi, there", "zebra", "\u00e9t\u00e9")
+    assert tricky_db.tables["atom"].links[0].index.tolist() == [0, 0, 1, 3]
 
 
 def test_not_json(tmp_path):
@@ -146,3 +213,19 @@ def test_not_json(tmp_path):
         load_schema(tmp_path / "schema.json")
     with pytest.raises(ValueError, match="does not exist"):
         load_schema(write(tmp_path, GOOD, m=M, atom=ATOM))
+
+
+def test_columns_limits_what_is_read(tmp_path, reader):
+    schema = json.loads(json.dumps(GOOD))
+    schema["tables"]["atom"]["columns"] = ["q"]
+    db = load_schema(write(tmp_path, schema, m=M, atom="aid,mid,el,q,junk\nx1,a,c,0.1,\nx2,a,o,-0.2,\nx3,b,c,,z\n",
+                           bond=BOND))
+    assert list(db.tables["atom"].columns) == ["q"] and db.tables["atom"].n_rows == 3
+    assert db.tables["bond"].links[0].index.tolist() == [0, 0, 2]
+    assert list(db.tables["m"].columns) == ["w"]  # no columns list: every data column
+    schema["tables"]["atom"]["columns"] = ["q", "zz"]
+    with pytest.raises(ValueError, match=r"table 'atom': data column 'zz' is missing from atom.csv"):
+        load_schema(write(tmp_path, schema, m=M, atom=ATOM, bond=BOND))
+    schema["tables"]["atom"]["columns"] = ["q", "aid"]
+    with pytest.raises(ValueError, match=r"table 'atom': column 'aid' is named twice \(as key and as columns\)"):
+        load_schema(write(tmp_path, schema, m=M, atom=ATOM, bond=BOND))
