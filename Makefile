@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/streamforest demo
 
 test: $(STAMP)
+	bash .ci/ensure-prometheus
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
