@@ -11,7 +11,7 @@ The format (the contract other tools write)::
 
 Paths are relative to the schema file. A path ending in ``.parquet`` or ``.pq`` is read with pyarrow (the
 ``parquet`` extra); any other as CSV. Both become the same in-memory columns: a file is first read into
-per-column cells (:class:`_TextCells` for CSV, :class:`_TypedCells` for Parquet), and one step turns cells into
+per-column cells (:mod:`streamforest.relational.readers`), and one step turns cells into
 keys, links, columns and times whatever the file was. Everything is checked before anything is returned: a bad
 schema or a bad table raises :class:`ValueError` naming the table, the column and the row (the CSV line), and
 nothing half-built escapes.
@@ -21,21 +21,19 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from streamforest.relational.tables import Column, Database, Link, Table, nominal_column
+from streamforest.relational.readers import RawTable, arrow_modules, read_table
+from streamforest.relational.tables import Database, Link, Table
 
 SCHEMA_FIELDS = {"target", "tables"}
 TARGET_FIELDS = {"table", "label", "cutoff"}
 TABLE_FIELDS = {"path", "key", "parents", "time", "nominal", "columns"}
 PARENT_FIELDS = {"table", "column"}
-PARQUET_SUFFIXES = {".parquet", ".pq"}
 
 
 def load_schema(path: str | Path) -> Database:
@@ -58,7 +56,7 @@ def load_schema(path: str | Path) -> Database:
     ...     load_schema(d / "s.json")
     ... except ValueError as e:
     ...     print(e)
-    s.json: table 'atom': unknown field 'parent' (expected some of ['key', 'nominal', 'parents', 'path', 'time'])
+    s.json: table 'atom': unknown field 'parent' (expected some of ['columns', 'key', 'nominal', 'parents', 'path', 'time'])
     """
     path = Path(path)
     try:
@@ -86,7 +84,7 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
         The tables, their links, the target's ids, labels and cutoff.
     """
     target, tables = _check_schema(spec, where)
-    raw = {name: _read_table(base / t["path"], name, _used(t, target if name == target["table"] else None))
+    raw = {name: read_table(base / t["path"], name, _used(t, target if name == target["table"] else None))
            for name, t in tables.items()}
     for name, t in tables.items():
         header = raw[name].header
@@ -136,7 +134,7 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
                 del r.cells[c]
         built[name] = Table(name, r.n_rows, columns, links[name], times.get(name), t.get("time"))
     del raw, r, traw
-    arrow = _arrow()
+    arrow = arrow_modules()
     if arrow is not None:  # Arrow's allocator keeps the pages of the files' cells for reuse: hand them back
         arrow[0].default_memory_pool().release_unused()
     return Database(built, target["table"], target["label"], ids, labels, cutoff, tkey)
@@ -206,190 +204,6 @@ def _check_schema(spec: Any, where: str) -> tuple[dict, dict]:
     return target, tables
 
 
-def _arrow() -> tuple[ModuleType, ModuleType] | None:
-    """pyarrow and its compute functions, or None when pyarrow is not installed (CSV is then read by ``csv``)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-    except ImportError:
-        return None
-    return pa, pc
-
-
-class _Cells:
-    """One column of a table file, however it was read: what the schema's roles need of it.
-
-    ``strings`` and ``keys`` are Arrow arrays (``""`` = missing) when pyarrow is there, so that 10 million keys or
-    nominal cells never become Python objects; ``text`` and ``key_text`` are numpy text, for the target's ids and
-    labels and for error messages.
-    """
-
-    def text(self) -> np.ndarray:
-        raise NotImplementedError
-
-    def key_text(self) -> np.ndarray:
-        return self.text()
-
-    def strings(self) -> Any | None:
-        """The cells as an Arrow string array (trimmed, missing = ``""``), or None without Arrow."""
-        return None
-
-    def keys(self) -> Any | None:
-        """The cells as key text in an Arrow string array, or None without Arrow."""
-        arrow = _arrow()
-        return None if arrow is None else arrow[0].array(self.key_text(), arrow[0].string())
-
-    def numbers(self) -> np.ndarray | None:
-        raise NotImplementedError
-
-    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
-        """Seconds or numbers (NaN = missing) and which of the two (``"datetime"`` or ``"number"``)."""
-        raise NotImplementedError
-
-    def column(self, name: str, nominal: bool) -> Column:
-        """The one step from cells to a data column, whatever file they came from."""
-        if not nominal:
-            numbers = self.numbers()
-            if numbers is not None:
-                return Column(name, numbers)
-        strings = self.strings()
-        return nominal_column(name, self.text()) if strings is None else _arrow_nominal(name, strings)
-
-
-class _TextCells(_Cells):
-    """A column of a CSV file read by the ``csv`` module: numpy text cells (``""`` = missing)."""
-
-    def __init__(self, cells: np.ndarray) -> None:
-        self._cells = cells
-
-    def text(self) -> np.ndarray:
-        return self._cells
-
-    def numbers(self) -> np.ndarray | None:
-        return _numbers(self._cells)
-
-    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
-        return _times(table, col, self._cells, row, what)
-
-
-class _ArrowTextCells(_Cells):
-    """A column of a CSV file read by pyarrow's reader as text: numbers, codes and times computed by Arrow.
-
-    What the cells become is what :class:`_TextCells` makes of the same text: Arrow parses what it can (decimal
-    numbers, ISO datetimes to the second) and the rest goes through numpy's parsers, once per distinct cell.
-    """
-
-    def __init__(self, col: Any) -> None:
-        self._raw, self._strings, self._numbers = col, None, False
-
-    def strings(self) -> Any:
-        if self._strings is None:
-            import pyarrow.compute as pc
-
-            self._strings, self._raw = pc.utf8_trim_whitespace(self._raw), None
-        return self._strings
-
-    def keys(self) -> Any:
-        return self.strings()
-
-    def text(self) -> np.ndarray:
-        return np.asarray(self.strings().to_numpy(zero_copy_only=False), dtype=str)
-
-    def numbers(self) -> np.ndarray | None:
-        if self._numbers is False:
-            self._numbers = _arrow_numbers(self.strings())
-        return self._numbers
-
-    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
-        numbers = self.numbers()
-        if numbers is not None:
-            return numbers, "number"
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        s = self.strings()
-        try:
-            stamps = pc.cast(pc.if_else(pc.equal(s, ""), pa.scalar(None, pa.string()), s), pa.timestamp("s"))
-        except pa.ArrowInvalid:  # fractional seconds, zones, months: numpy's parser, which names a bad cell
-            return _times(table, col, self.text(), row, what)
-        return _seconds(pc.cast(stamps, pa.int64())), "datetime"
-
-
-class _TypedCells(_Cells):
-    """A column of a Parquet file: its type says what it is; its text is rendered only when something asks.
-
-    ``numbers`` (float64, NaN = null) for a numeric column, ``seconds`` (since the epoch, NaN = null) for a date or
-    timestamp column, neither for text and booleans: those are nominal, as a CSV column of such cells would be.
-    ``strings`` gives the cells as Arrow text where the type allows it without numpy (text, integers, booleans).
-    """
-
-    def __init__(self, render: Callable[[], np.ndarray], numbers: np.ndarray | None = None,
-                 seconds: np.ndarray | None = None, whole_keys: bool = False,
-                 strings: Callable[[], Any] | None = None) -> None:
-        self._render, self._text = render, None
-        self._numbers, self._seconds, self._whole_keys = numbers, seconds, whole_keys
-        self._make_strings, self._strings = strings, None
-
-    def text(self) -> np.ndarray:
-        if self._text is None:
-            self._text = self._render()
-        return self._text
-
-    def strings(self) -> Any | None:
-        if self._strings is None and self._make_strings is not None:
-            self._strings = self._make_strings()
-        return self._strings
-
-    def key_text(self) -> np.ndarray:
-        x = self._numbers
-        if not self._whole_keys or x is None:
-            return self.text()
-        # pandas writes an integer key column with nulls as float64: 3.0 must still be the key "3" of its parent
-        whole = np.isfinite(x) & (np.round(x) == x) & (np.abs(x) < 2.0 ** 63)
-        if not whole.any():
-            return self.text()
-        out = self.text().astype(object)
-        out[whole] = x[whole].astype(np.int64).astype(str)
-        return out.astype(str)
-
-    def keys(self) -> Any | None:
-        x = self._numbers
-        if self._whole_keys and x is not None:
-            given = ~np.isnan(x)
-            if np.all(np.round(x[given]) == x[given]) and np.all(np.abs(x[given]) < 2.0 ** 53):
-                import pyarrow as pa
-
-                # whole floats (pandas' integer column with nulls) are the keys of their integer text
-                ints = pa.array(np.where(given, x, 0).astype(np.int64), mask=~given)
-                return _fill(ints.cast(pa.string()))
-        strings = self.strings()
-        return super().keys() if strings is None else strings
-
-    def numbers(self) -> np.ndarray | None:
-        return self._numbers
-
-    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
-        if self._seconds is not None:
-            return self._seconds, "datetime"
-        if self._numbers is not None:
-            return self._numbers, "number"
-        return _times(table, col, self.text(), row, what)  # text holding ISO dates, as in a CSV file
-
-
-@dataclass
-class _RawTable:
-    """A table file as read, before the schema says which columns are keys, links, times or data."""
-
-    path: Path
-    header: list[str]
-    cells: dict[str, _Cells]
-    n_rows: int
-    lines: bool  # CSV: a row has a line number in the file, which errors give
-
-    def row(self, i: int) -> str:
-        """How errors name row ``i`` (0-based)."""
-        return f"row {i + 1} (line {i + 2})" if self.lines else f"row {i + 1}"
-
 
 def _used(t: dict, target: dict | None) -> set[str] | None:
     """The columns of a table the schema uses, when its ``columns`` lists the data columns; None: all of them."""
@@ -402,198 +216,6 @@ def _used(t: dict, target: dict | None) -> set[str] | None:
     return used - {None}
 
 
-def _read_table(path: Path, table: str, used: set[str] | None = None) -> _RawTable:
-    """The file's header, and cells of the ``used`` columns (all when None): other columns are never parsed."""
-    if not path.exists():
-        raise ValueError(f"table {table!r}: file {path} does not exist")
-    if path.suffix.lower() in PARQUET_SUFFIXES:
-        return _read_parquet(path, table, used)
-    if _arrow() is not None:
-        raw = _read_csv_arrow(path, table, used)
-        if raw is not None:
-            return raw
-    raw = _read_csv(path, table)
-    if used is not None:
-        raw.cells = {h: c for h, c in raw.cells.items() if h in used}
-    return raw
-
-
-def _csv_header(path: Path, table: str) -> list[str]:
-    with open(path, newline="", encoding="utf-8") as fh:
-        header = next(csv.reader(fh), None)
-    if not header:
-        raise ValueError(f"table {table!r}: {path.name} is empty (a header row is needed)")
-    return _check_header(header, path, table)
-
-
-def _read_csv_arrow(path: Path, table: str, used: set[str] | None = None) -> _RawTable | None:
-    """A CSV file read by pyarrow's columnar reader, every column as text; None when it refuses the file (ragged
-    rows, blank lines, bad UTF-8): the ``csv`` module's reader then reads it or names the line."""
-    import pyarrow as pa
-    from pyarrow import csv as pcsv
-
-    header = _csv_header(path, table)
-    names = [str(i) for i in range(len(header))]  # Arrow's names: the header's own may repeat after trimming
-    read = [str(i) for i, h in enumerate(header) if used is None or h in used]
-    try:
-        data = pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
-                             parse_options=pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
-                             convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(read, pa.string()),
-                                                                 include_columns=read, null_values=[],
-                                                                 strings_can_be_null=False,
-                                                                 quoted_strings_can_be_null=False))
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        return None
-    cells: dict[str, _Cells] = {header[int(i)]: _ArrowTextCells(data.column(i)) for i in read}
-    return _RawTable(path, header, cells, data.num_rows, lines=True)
-
-
-def _read_csv(path: Path, table: str) -> _RawTable:
-    header = _csv_header(path, table)
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh)
-        next(reader)
-        rows = list(reader)
-    for i, r in enumerate(rows):
-        if len(r) != len(header):
-            raise ValueError(f"table {table!r}: {path.name} line {i + 2} has {len(r)} cells, the header "
-                             f"{len(header)}")
-    cols = list(zip(*rows, strict=True)) if rows else [()] * len(header)
-    cells: dict[str, _Cells] = {h: _TextCells(np.asarray([c.strip() for c in col], dtype=str))
-                                for h, col in zip(header, cols, strict=True)}
-    return _RawTable(path, header, cells, len(rows), lines=True)
-
-
-def _check_header(header: list[str], path: Path, table: str) -> list[str]:
-    header = [h.strip() for h in header]
-    dup = sorted({h for h in header if header.count(h) > 1})
-    if dup:
-        raise ValueError(f"table {table!r}: {path.name} repeats columns {dup}")
-    return header
-
-
-def _read_parquet(path: Path, table: str, used: set[str] | None = None) -> _RawTable:
-    from streamforest.optional import require
-
-    pa = require("pyarrow", f"table {table!r}: reading {path.name}")
-    pq = require("pyarrow.parquet", f"table {table!r}: reading {path.name}")
-    errors = (pa.ArrowException, OSError, ValueError)
-    try:
-        file = pq.ParquetFile(path)
-        names = file.schema_arrow.names
-        meta = file.schema_arrow.pandas_metadata or {}
-    except errors as exc:
-        raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
-    # pandas stores an unnamed, non-range index as a column; it is row bookkeeping, not data (and would leak order)
-    index = {c for c in meta.get("index_columns", []) if isinstance(c, str) and c.startswith("__index_level_")}
-    keep = [i for i, c in enumerate(names) if c not in index]
-    header = _check_header([names[i] for i in keep], path, table)
-    take = [(h, i) for h, i in zip(header, keep, strict=True) if used is None or h in used]
-    try:
-        data = file.read(columns=[names[i] for _, i in take])
-    except errors as exc:
-        raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
-    cells: dict[str, _Cells] = {h: _arrow_cells(pa, data.column(j), table, h, path) for j, (h, _) in enumerate(take)}
-    return _RawTable(path, header, cells, file.metadata.num_rows, lines=False)
-
-
-def _arrow_cells(pa: ModuleType, col: Any, table: str, name: str, path: Path) -> _TypedCells:
-    """The cells of one Parquet column, converted as the CSV reader would read the same data written as text."""
-    import pyarrow.compute as pc
-
-    kind = col.type
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-        col = col.cast(kind)
-    n = len(col)
-
-    def as_text(arr: Any) -> np.ndarray:
-        return np.asarray(pc.fill_null(arr, "").to_numpy(zero_copy_only=False), dtype=str)
-
-    if pa.types.is_null(kind):
-        return _TypedCells(lambda: np.full(n, "", dtype=str), numbers=np.full(n, np.nan))
-    if pa.types.is_integer(kind) or pa.types.is_decimal(kind):
-        numbers = _float_values(pa, pc, col)
-        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())), numbers=numbers,
-                           strings=lambda: _fill(pc.cast(col, pa.string())))
-    if pa.types.is_floating(kind):
-        numbers = _float_values(pa, pc, col)
-        return _TypedCells(lambda: np.where(np.isnan(numbers), "", numbers.astype(str)), numbers=numbers,
-                           whole_keys=True)
-    if pa.types.is_boolean(kind):
-        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())),
-                           strings=lambda: _fill(pc.cast(col, pa.string())))
-    string_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow >= 16 only
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or string_view(kind):
-        def strings() -> Any:
-            return _fill(pc.utf8_trim_whitespace(col.cast(pa.string())))
-
-        return _TypedCells(lambda: as_text(strings()), strings=strings)
-    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        # numpy sees timestamps as UTC and floors them to whole seconds, as np.datetime64(text, "s") does for CSV
-        stamps = col.to_numpy()
-        missing = np.isnat(stamps)
-        seconds = np.where(missing, np.nan, stamps.astype("datetime64[s]").astype(np.int64).astype(np.float64))
-        return _TypedCells(lambda: np.where(missing, "", np.datetime_as_string(stamps, unit="auto")),
-                           seconds=seconds)
-    raise ValueError(f"table {table!r}: column {name!r} of {path.name} has type {col.type}, which a table cannot "
-                     "hold (numbers, text, booleans, dates and timestamps can)")
-
-
-def _fill(strings: Any) -> Any:
-    """Arrow text with nulls as ``""`` (a missing cell, as an empty CSV cell is)."""
-    import pyarrow.compute as pc
-
-    return pc.fill_null(strings, "")
-
-
-def _float_values(pa: ModuleType, pc: ModuleType, col: Any) -> np.ndarray:
-    """Float64 values, NaN for nulls (integers beyond 2**53 rounded, as parsing their text would)."""
-    return np.asarray(pc.fill_null(col.cast(pa.float64(), safe=False), np.nan).to_numpy(), dtype=np.float64)
-
-
-def _seconds(ints: Any) -> np.ndarray:
-    """Float64 of an Arrow integer array, NaN for nulls."""
-    import pyarrow.compute as pc
-
-    valid = np.asarray(pc.is_valid(ints).to_numpy(zero_copy_only=False), dtype=bool)
-    out = np.asarray(pc.fill_null(ints, 0).to_numpy(), dtype=np.float64)
-    out[~valid] = np.nan
-    return out
-
-
-def _arrow_numbers(strings: Any) -> np.ndarray | None:
-    """Float values of Arrow text (``""`` = NaN), or None when some cell is not a number (as :func:`_numbers`)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    nulled = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
-    try:
-        return np.asarray(pc.fill_null(pc.cast(nulled, pa.float64()), np.nan).to_numpy(), dtype=np.float64)
-    except pa.ArrowInvalid:
-        pass  # text, or numbers only numpy reads ("1_000"): numpy decides, once per distinct cell
-    distinct = pc.unique(nulled).drop_null()
-    if _numbers(np.asarray(distinct[:1000].to_numpy(zero_copy_only=False), dtype=str)) is None:
-        return None  # text: decided without rendering every distinct cell
-    parsed = _numbers(np.asarray(distinct.to_numpy(zero_copy_only=False), dtype=str))
-    if parsed is None:
-        return None
-    at = np.asarray(pc.fill_null(pc.index_in(nulled, value_set=distinct), -1).to_numpy(), dtype=np.int64)
-    return np.where(at >= 0, parsed[np.maximum(at, 0)] if parsed.size else np.nan, np.nan)
-
-
-def _arrow_nominal(name: str, strings: Any) -> Column:
-    """Codes of Arrow text (``""`` = missing) into the sorted distinct values, as :func:`nominal_column`
-    (UTF-8 byte order is code point order, numpy's order of text)."""
-    import pyarrow.compute as pc
-
-    cats = pc.unique(strings)
-    cats = cats.filter(pc.not_equal(cats, ""))
-    cats = cats.take(pc.array_sort_indices(cats))
-    codes = pc.fill_null(pc.index_in(strings, value_set=cats), -1)
-    return Column(name, np.asarray(codes.to_numpy(), dtype=np.int32), tuple(cats.to_pylist()))
-
-
 @dataclass
 class _Keys:
     """A table's key column: Arrow text (hashed lookups), or numpy text sorted and each key's row (without Arrow)."""
@@ -603,7 +225,7 @@ class _Keys:
     order: np.ndarray | None = None
 
 
-def _keys(table: str, col: str, raw: _RawTable) -> _Keys:
+def _keys(table: str, col: str, raw: RawTable) -> _Keys:
     """The key column once no key is empty or repeated.
 
     The error names the first row where reading top down would fail, as a row-by-row check would.
@@ -632,11 +254,11 @@ def _keys(table: str, col: str, raw: _RawTable) -> _Keys:
     return _Keys(ordered=ordered, order=order)
 
 
-def _rows(raw: _RawTable, i: int, j: int) -> str:
+def _rows(raw: RawTable, i: int, j: int) -> str:
     return f"rows {i + 1} and {j + 1}" + (f" (lines {i + 2} and {j + 2})" if raw.lines else "")
 
 
-def _resolve(table: str, parent: dict, raw: _RawTable, keys: _Keys) -> np.ndarray:
+def _resolve(table: str, parent: dict, raw: RawTable, keys: _Keys) -> np.ndarray:
     """Parent row of each cell of the foreign-key column (-1 when empty)."""
     cells = raw.cells[parent["column"]]
     child = None if keys.arrow is None else cells.keys()
@@ -672,35 +294,6 @@ def _resolve(table: str, parent: dict, raw: _RawTable, keys: _Keys) -> np.ndarra
     return np.where(empty, -1, order[at]).astype(np.int64)
 
 
-def _numbers(arr: np.ndarray) -> np.ndarray | None:
-    """Float values of text cells (empty = NaN), or None when some cell is not a number."""
-    filled = np.where(arr == "", "nan", arr)
-    try:
-        return filled.astype(np.float64)
-    except ValueError:
-        return None
-
-
-def _times(table: str, col: str, arr: np.ndarray, row: Callable[[int], str],
-           what: str = "time") -> tuple[np.ndarray, str]:
-    """Numeric times as they are; ISO dates and datetimes as seconds since the epoch (empty = NaN)."""
-    numbers = _numbers(arr)
-    if numbers is not None:
-        return numbers, "number"
-    out = np.full(arr.size, np.nan)
-    given = arr != ""
-    try:
-        out[given] = arr[given].astype("datetime64[s]").astype(np.int64)
-        return out, "datetime"
-    except ValueError:
-        pass  # some cell is no date: cell by cell, to name the first
-    for i in np.flatnonzero(given).tolist():
-        try:
-            out[i] = np.datetime64(arr[i], "s").astype(np.int64)
-        except ValueError:
-            raise ValueError(f"table {table!r}: {what} column {col!r}, {row(i)}: {str(arr[i])!r} is neither "
-                             "a number nor an ISO date") from None
-    return out, "datetime"
 
 
 def save_schema(db: Database, directory: str | Path) -> Path:

@@ -148,9 +148,9 @@ BAD = [
 def reader(request, monkeypatch):
     """Both CSV readers: pyarrow's (the default where installed) and the csv module's (the fallback)."""
     if request.param == "csv":
-        from streamforest.relational import schema
+        from streamforest.relational import readers
 
-        monkeypatch.setattr(schema, "_arrow", lambda: None)
+        monkeypatch.setattr(readers, "arrow_modules", lambda: None)
     return request.param
 
 
@@ -168,7 +168,7 @@ TRICKY_ATOM = "aid,mid,el,q,at\n1,a ,c,inf,5\n2,a,o,-0.2,\n3,b,c,,7.5\n 4 ,\"d\n
 
 
 def test_both_csv_readers_give_the_same_database(tmp_path, monkeypatch):
-    from streamforest.relational import schema
+    from streamforest.relational import readers
 
     from .test_parquet import assert_same
 
@@ -192,10 +192,10 @@ def test_both_csv_readers_give_the_same_database(tmp_path, monkeypatch):
                                                                   atom=TRICKY_ATOM)]
     for path in cases:
         for name in ("m", "atom"):  # Arrow reads these files: the comparison is not the fallback against itself
-            assert schema._read_csv_arrow(path.parent / f"{name}.csv", name) is not None
+            assert readers.read_csv_arrow(path.parent / f"{name}.csv", name) is not None
         by_arrow = load_schema(path)
         with monkeypatch.context() as mp:
-            mp.setattr(schema, "_arrow", lambda: None)
+            mp.setattr(readers, "arrow_modules", lambda: None)
             by_csv = load_schema(path)
         assert_same(by_arrow, by_csv)
     tricky_db = load_schema(cases[1])
