@@ -97,22 +97,19 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
 # ---------------------------------------------------------------------- Tansu: the coordinator does the work
 
 
-@pytest.mark.parametrize("membership", ["dynamic", "static"])
-def test_failover(tansu, reference, membership):
-    """One of two members is SIGKILLed for good: after the session timeout the survivor is given its partitions,
-    restores their state and writes every record."""
-    prefix = f"failover-{membership}"
+def test_failover(tansu, reference):
+    """One of two dynamic members is SIGKILLed for good: after the session timeout the survivor is given its
+    partitions, restores their state and writes every record, with no rejoin of its own. (Static members: no
+    failover test, docs/kafka.md says why.)"""
+    prefix = "failover"
     _setup(tansu, prefix, reference[0])
-    ws = _members(tansu, prefix, "12", membership == "static", *AT_LEAST_ONCE, "--exit-when-idle", "3")
+    ws = _members(tansu, prefix, "12", False, *AT_LEAST_ONCE, "--exit-when-idle", "3")
     for w in ws.values():
         w.wait_for("restored")
     ws["1"].kill()
     wait_all([ws["2"]])
     assert _restored(ws["2"]) == {0, 1, 2, 3}, ws["2"].log()  # its own two partitions, then the dead member's
-    # Tansu waits for a dead static member up to the rebalance timeout, and on a loaded machine sometimes longer
-    # than the stall timeout: then the survivor's own rejoin is part of the path (docs/kafka.md).
-    _check(tansu, prefix, reference, [ws["2"]], exactly_once=False,
-           defended=False if membership == "dynamic" else None)
+    _check(tansu, prefix, reference, [ws["2"]], exactly_once=False, defended=False)
 
 
 def test_restarted_member(tansu, reference):
