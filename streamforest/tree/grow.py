@@ -333,11 +333,9 @@ def _record_split(out, t, node, f, split, cats) -> None:
 def _partition(Xb, f, work, start, end, split) -> int:
     """Stable partition of the node's samples by the split: left samples first, in their original order. Returns
     where the right ones start."""
-    # A classification tree never reads the weighted targets, a regression tree the class codes: they stay put.
     idx, iw, ic, iwy = work.samples
     tmp_i, tmp_w, tmp_c, tmp_wy = work.spare
     best_cats = work.cats
-    is_reg = work.is_reg
     nl = start
     nr = 0
     for ii in range(start, end):
@@ -352,26 +350,20 @@ def _partition(Xb, f, work, start, end, split) -> int:
         if go_left:
             idx[nl] = s
             iw[nl] = iw[ii]
-            if is_reg:
-                iwy[nl] = iwy[ii]
-            else:
-                ic[nl] = ic[ii]
+            ic[nl] = ic[ii]
+            iwy[nl] = iwy[ii]
             nl += 1
         else:
             tmp_i[nr] = s
             tmp_w[nr] = iw[ii]
-            if is_reg:
-                tmp_wy[nr] = iwy[ii]
-            else:
-                tmp_c[nr] = ic[ii]
+            tmp_c[nr] = ic[ii]
+            tmp_wy[nr] = iwy[ii]
             nr += 1
     for q in range(nr):
         idx[nl + q] = tmp_i[q]
         iw[nl + q] = tmp_w[q]
-        if is_reg:
-            iwy[nl + q] = tmp_wy[q]
-        else:
-            ic[nl + q] = tmp_c[q]
+        ic[nl + q] = tmp_c[q]
+        iwy[nl + q] = tmp_wy[q]
     return nl
 
 

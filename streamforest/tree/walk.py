@@ -33,9 +33,8 @@ def leaf_of(trees, Xb, i, base) -> int:
     node = 0
     while trees.left[base + node] >= 0:
         g = base + node
-        # The child chosen by arithmetic, not by a branch: which way a sample goes is as good as random, and a
-        # mispredicted branch per level would cost more than reading both children.
-        go = np.int64(goes_left(trees, g, Xb[trees.feature[g], i]))
-        right = np.int64(trees.right[g])
-        node = right + go * (np.int64(trees.left[g]) - right)
+        if goes_left(trees, g, Xb[trees.feature[g], i]):
+            node = trees.left[g]
+        else:
+            node = trees.right[g]
     return node
