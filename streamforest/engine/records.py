@@ -210,25 +210,28 @@ def _head(type: str, stream: str, model_version: int) -> list[bytes]:
             b'","model_version":%d' % int(model_version)]
 
 
+def _number_lines(stream: str, ids: list[str], model_version: int, field: bytes, offsets: np.ndarray,
+                  names: list[bytes], numbers: np.ndarray) -> Lines:
+    """Prediction lines whose ``field`` holds numbers: record ``k`` writes ``numbers[offsets[k]:offsets[k + 1]]``,
+    each after its name (an object of class probabilities, or one bare value)."""
+    no_ints = np.zeros(len(ids) + 1, dtype=np.int64)
+    head = _head("prediction", stream, model_version)
+    opens, closes = (b"{", b"}}\n") if names[0] else (b"", b"}\n")
+    segments = [*head[:2], head[2] + b',"' + field + b'":' + opens, b"", closes]
+    return Lines(*render.render(segments, ids, no_ints, no_ints[:1], offsets, names,
+                                np.asarray(numbers, dtype=np.float64)))
+
+
 def _prediction_lines(stream: str, ids: list[str], model_version: int, classes: np.ndarray,
                       proba: np.ndarray) -> Lines:
-    m = len(ids)
     names = [orjson.dumps(class_key(c)) + b":" for c in classes.tolist()]
     c = len(names)
-    no_ints = np.zeros(m + 1, dtype=np.int64)
-    head = _head("prediction", stream, model_version)
-    segments = [*head[:2], head[2] + b',"proba":{', b"", b"}}\n"]
-    return Lines(*render.render(segments, ids, no_ints, no_ints[:1], np.arange(0, m * c + 1, c, dtype=np.int64),
-                                names, np.asarray(proba, dtype=np.float64)))
+    return _number_lines(stream, ids, model_version, b"proba", np.arange(0, len(ids) * c + 1, c, dtype=np.int64),
+                         names, proba)
 
 
 def _value_lines(stream: str, ids: list[str], model_version: int, predicted: np.ndarray) -> Lines:
-    m = len(ids)
-    no_ints = np.zeros(m + 1, dtype=np.int64)
-    head = _head("prediction", stream, model_version)
-    segments = [*head[:2], head[2] + b',"value":', b"", b"}\n"]
-    return Lines(*render.render(segments, ids, no_ints, no_ints[:1], np.arange(m + 1), [b""],
-                                np.asarray(predicted, dtype=np.float64)))
+    return _number_lines(stream, ids, model_version, b"value", np.arange(len(ids) + 1), [b""], predicted)
 
 
 def _encoding_lines(stream: str, ids: list[str], model_version: int, E: sp.csr_matrix) -> Lines:
