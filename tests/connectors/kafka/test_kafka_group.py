@@ -128,22 +128,6 @@ def test_restarted_member(tansu, reference):
     _check(tansu, prefix, reference, [again, ws["2"]], exactly_once=False)
 
 
-def test_third_member_joins(tansu, reference):
-    """A third member joins two busy ones: it is given a partition, and the records are all written. (Either way:
-    when the coordinator drops a member's generation in that rebalance, kafka-python's cooperative protocol can
-    leave a partition in nobody's hands, which the workers' own check then finds: see docs/kafka.md.)"""
-    prefix = "third"
-    _setup(tansu, prefix, reference[0])
-    args = (*AT_LEAST_ONCE, "--exit-when-idle", "3")
-    ws = _members(tansu, prefix, "12", False, *args)
-    for w in ws.values():
-        w.wait_for("restored")
-    third = _members(tansu, prefix, "3", False, *args)["3"]
-    third.wait_for("restored")
-    wait_all([*ws.values(), third])
-    _check(tansu, prefix, reference, [*ws.values(), third], exactly_once=False, defended=None)
-
-
 def test_broker_restart(tansu, reference):
     """The broker is stopped and started again while two members run: they reconnect, their partitions are assigned
     again, and the second half of the input gives every record and the uninterrupted run's model."""
