@@ -18,7 +18,7 @@ from numba import njit, prange
 
 from streamforest.binning import BIN_WORDS, MISSING_BIN, N_BINS
 from streamforest.rng import next_below
-from streamforest.tree.split import NodeBins, ScanScratch, best_split, fill_dense, weight
+from streamforest.tree.split import NodeBins, ScanScratch, best_split, fill_dense, fill_dense_pair, weight
 from streamforest.tree.walk import leaf_of
 
 LEAF = -1
@@ -119,14 +119,15 @@ class TreeWork(NamedTuple):
 
 
 class Pending(NamedTuple):
-    """The stack of nodes waiting to be grown: id, sample run ``[start, end)``, depth and the stored histograms
-    they inherit (-1: none)."""
+    """The stack of nodes waiting to be grown: id, sample run ``[start, end)``, depth, the stored histograms they
+    inherit (-1: none) and their statistics (summed by the parent's partition, in the order of the run)."""
 
     node: np.ndarray
     start: np.ndarray
     end: np.ndarray
     depth: np.ndarray
     buf: np.ndarray
+    stats: np.ndarray
 
 
 class HistPool(NamedTuple):
@@ -142,8 +143,12 @@ class HistPool(NamedTuple):
 def _build_histograms(H, Xb, feats, n_feats, samples, start, end, is_reg):
     """Histograms of a node's samples over every feature of the subspace (the last bin: missing)."""
     H[:n_feats] = 0.0
-    for j in range(n_feats):
-        fill_dense(Xb, feats[j], samples, start, end, is_reg, H[j])
+    # Two features per pass over the samples: their index, class and weight are read once for both (each bin still
+    # adds its samples in the same order, so the sums are those of one feature at a time).
+    for j in range(0, n_feats - 1, 2):
+        fill_dense_pair(Xb, feats[j], feats[j + 1], samples, start, end, is_reg, H[j], H[j + 1])
+    if n_feats % 2 == 1:
+        fill_dense(Xb, feats[n_feats - 1], samples, start, end, is_reg, H[n_feats - 1])
 
 
 @njit(cache=True)
@@ -265,20 +270,27 @@ def _release(pool, buf) -> None:
 
 
 @njit(inline="always")
-def _make_node(out, t, node, work, start, end) -> tuple:
-    """Write node ``node`` as a leaf with its value and weight, every field of it (a split overwrites some); its
-    statistics go to ``work.parent``. Returns the node's weight and whether it is pure."""
+def _sum_stats(work, start, end, stats) -> None:
+    """The statistics of the samples ``[start, end)`` into ``stats``, in run order (the root's; a child's are summed
+    by its parent's :func:`_partition`, in the same order)."""
     iw, ic, iwy = work.samples.w, work.samples.cls, work.samples.wy
+    stats[:] = 0.0
+    for ii in range(start, end):
+        if work.is_reg:
+            stats[0] += iw[ii]
+            stats[1] += iwy[ii]
+        else:
+            stats[ic[ii]] += iw[ii]
+
+
+@njit(inline="always")
+def _make_node(out, t, node, work, stats) -> tuple:
+    """Write node ``node`` as a leaf with its value and weight, every field of it (a split overwrites some); its
+    statistics ``stats`` are copied to ``work.parent``. Returns the node's weight and whether it is pure."""
     parent = work.parent
     is_reg = work.is_reg
     n_stats = parent.shape[0]
-    parent[:] = 0.0
-    for ii in range(start, end):
-        if is_reg:
-            parent[0] += iw[ii]
-            parent[1] += iwy[ii]
-        else:
-            parent[ic[ii]] += iw[ii]
+    parent[:] = stats
     W = weight(parent, is_reg)
     if is_reg:
         out.value[t, node, 0] = parent[1] / W if W > 0 else 0.0
@@ -330,16 +342,26 @@ def _record_split(out, t, node, f, split, cats) -> None:
 
 
 @njit(inline="always")
-def _partition(Xb, f, work, start, end, split) -> int:
-    """Stable partition of the node's samples by the split: left samples first, in their original order. Returns
-    where the right ones start."""
+def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
+    """Stable partition of the node's samples by the split: left samples first, in their original order; each
+    side's statistics are summed into ``left_stats`` and ``right_stats`` in that order. Returns where the right ones
+    start."""
     idx, iw, ic, iwy = work.samples
     tmp_i, tmp_w, tmp_c, tmp_wy = work.spare
     best_cats = work.cats
+    is_reg = work.is_reg
+    left_stats[:] = 0.0
+    right_stats[:] = 0.0
     nl = start
     nr = 0
+    # Written to both sides, kept by arithmetic: which side a sample takes is as good as random, and a mispredicted
+    # branch per sample costs more than the stores. Adding a zero leaves a sum as it is, so the sums are those of
+    # each side's samples in order.
     for ii in range(start, end):
         s = idx[ii]
+        w = iw[ii]
+        c = ic[ii]
+        wy = iwy[ii]
         b = Xb[f, s]
         if b == MISSING_BIN:
             go_left = split.missing_left
@@ -347,18 +369,27 @@ def _partition(Xb, f, work, start, end, split) -> int:
             go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
         else:
             go_left = b <= split.threshold
-        if go_left:
-            idx[nl] = s
-            iw[nl] = iw[ii]
-            ic[nl] = ic[ii]
-            iwy[nl] = iwy[ii]
-            nl += 1
+        g = np.int64(go_left)
+        idx[nl] = s
+        iw[nl] = w
+        ic[nl] = c
+        iwy[nl] = wy
+        tmp_i[nr] = s
+        tmp_w[nr] = w
+        tmp_c[nr] = c
+        tmp_wy[nr] = wy
+        nl += g
+        nr += 1 - g
+        wl = w * g
+        wr = w * (1 - g)
+        if is_reg:
+            left_stats[0] += wl
+            right_stats[0] += wr
+            left_stats[1] += wy * g
+            right_stats[1] += wy * (1 - g)
         else:
-            tmp_i[nr] = s
-            tmp_w[nr] = iw[ii]
-            tmp_c[nr] = ic[ii]
-            tmp_wy[nr] = iwy[ii]
-            nr += 1
+            left_stats[c] += wl
+            right_stats[c] += wr
     for q in range(nr):
         idx[nl + q] = tmp_i[q]
         iw[nl + q] = tmp_w[q]
@@ -391,6 +422,7 @@ def _children_histograms(data, work, pool, buf, start, nl, end) -> tuple:
 
 @njit(inline="always")
 def _push(stack, sp, node, start, end, depth, buf) -> int:
+    """Push a node (its statistics are written to ``stack.stats[sp]`` by the caller) and return the new top."""
     stack.node[sp] = node
     stack.start[sp] = start
     stack.end[sp] = end
@@ -421,14 +453,16 @@ def _grow_one(data, settings, plans, t, out):
     n_buf = pool.arrays.shape[0] - 1  # buffers to keep histograms in (the last array is the scratch)
     no_store = pool.arrays[0, :0]
     stack = Pending(np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-                    np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64))
+                    np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
+                    np.empty((cap, work.parent.shape[0]), dtype=np.float64))
+    _sum_stats(work, 0, m, stack.stats[0])
     sp = _push(stack, 0, 0, 0, m, 0, -1)
     n_nodes = 1
     while sp > 0:
         sp -= 1
         node, start, end = stack.node[sp], stack.start[sp], stack.end[sp]
         depth, buf = stack.depth[sp], stack.buf[sp]
-        W, pure = _make_node(out, t, node, work, start, end)
+        W, pure = _make_node(out, t, node, work, stack.stats[sp])
         if pure or depth >= max_depth or W < 2 * work.min_leaf or n_nodes + 2 > cap:
             _release(pool, buf)
             continue
@@ -443,7 +477,8 @@ def _grow_one(data, settings, plans, t, out):
             continue
         f = work.feats[split.slot]
         _record_split(out, t, node, f, split, work.cats)
-        nl = _partition(data.columns, f, work, start, end, split)
+        # The children's statistics go straight to their stack slots (the right child's first, then the left's).
+        nl = _partition(data.columns, f, work, start, end, split, stack.stats[sp + 1], stack.stats[sp])
         buf_l, buf_r = _children_histograms(data, work, pool, buf, start, nl, end)
         out.left[t, node] = n_nodes
         out.right[t, node] = n_nodes + 1

@@ -80,6 +80,30 @@ def fill_dense(Xb, f, samples, start, end, is_reg, h):
 
 
 @njit(inline="always")
+def fill_dense_pair(Xb, f, g, samples, start, end, is_reg, h, k):
+    """:func:`fill_dense` of two features, ``f`` into ``h`` and ``g`` into ``k``, in one pass over the samples."""
+    idx, iw, ic, iwy = samples
+    if is_reg:
+        for ii in range(start, end):
+            s = idx[ii]
+            w = iw[ii]
+            wy = iwy[ii]
+            b = Xb[f, s]
+            h[b, 0] += w
+            h[b, 1] += wy
+            b = Xb[g, s]
+            k[b, 0] += w
+            k[b, 1] += wy
+    else:
+        for ii in range(start, end):
+            s = idx[ii]
+            c = ic[ii]
+            w = iw[ii]
+            h[Xb[f, s], c] += w
+            k[Xb[g, s], c] += w
+
+
+@njit(inline="always")
 def child_score(stats: np.ndarray, is_reg: bool) -> float:
     """Sum over children of this score is maximised: sum_k n_k^2 / W (Gini) or S^2 / W (variance)."""
     if is_reg:
