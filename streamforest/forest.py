@@ -392,7 +392,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         else:
             split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
         min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped())
-        # The out-of-bag leaves come with the trees (routed by the threads that grew them), for the sums below.
+        # The out-of-bag leaves come with the trees (found by the threads that grew them), for the sums below.
         leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
         trees = self._grow(subspaces, seeds, split_ks, min_leaf, leaves)
         gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,

@@ -18,8 +18,7 @@ from numba import njit, prange
 
 from streamforest.binning import BIN_WORDS, MISSING_BIN, N_BINS
 from streamforest.rng import next_below
-from streamforest.tree.split import NodeBins, ScanScratch, best_split, fill_dense, fill_dense_pair, weight
-from streamforest.tree.walk import leaf_of
+from streamforest.tree.split import NodeBins, ScanScratch, Split, best_split, fill_dense, fill_dense_pair, weight
 
 LEAF = -1
 
@@ -120,7 +119,8 @@ class TreeWork(NamedTuple):
 
 class Pending(NamedTuple):
     """The stack of nodes waiting to be grown: id, sample run ``[start, end)``, depth, the stored histograms they
-    inherit (-1: none) and their statistics (summed by the parent's partition, in the order of the run)."""
+    inherit (-1: none), their statistics (summed by the parent's partition, in the order of the run) and their run
+    of out-of-bag samples ``[oob_start, oob_end)``."""
 
     node: np.ndarray
     start: np.ndarray
@@ -128,6 +128,8 @@ class Pending(NamedTuple):
     depth: np.ndarray
     buf: np.ndarray
     stats: np.ndarray
+    oob_start: np.ndarray
+    oob_end: np.ndarray
 
 
 class HistPool(NamedTuple):
@@ -342,6 +344,18 @@ def _record_split(out, t, node, f, split, cats) -> None:
 
 
 @njit(inline="always")
+def _goes_left(split, cats, b) -> int:
+    """1 if bin ``b`` goes left at the split (its categories in ``cats`` when nominal), else 0."""
+    if b == MISSING_BIN:
+        go_left = split.missing_left
+    elif split.nominal:
+        go_left = ((cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+    else:
+        go_left = b <= split.threshold
+    return np.int64(go_left)
+
+
+@njit(inline="always")
 def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
     """Stable partition of the node's samples by the split: left samples first, in their original order; each
     side's statistics are summed into ``left_stats`` and ``right_stats`` in that order. Returns where the right ones
@@ -362,14 +376,7 @@ def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
         w = iw[ii]
         c = ic[ii]
         wy = iwy[ii]
-        b = Xb[f, s]
-        if b == MISSING_BIN:
-            go_left = split.missing_left
-        elif split.nominal:
-            go_left = ((best_cats[b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
-        else:
-            go_left = b <= split.threshold
-        g = np.int64(go_left)
+        g = _goes_left(split, best_cats, Xb[f, s])
         idx[nl] = s
         iw[nl] = w
         ic[nl] = c
@@ -421,24 +428,55 @@ def _children_histograms(data, work, pool, buf, start, nl, end) -> tuple:
 
 
 @njit(inline="always")
-def _push(stack, sp, node, start, end, depth, buf) -> int:
+def _push(stack, sp, node, start, end, depth, buf, oob_start, oob_end) -> int:
     """Push a node (its statistics are written to ``stack.stats[sp]`` by the caller) and return the new top."""
     stack.node[sp] = node
     stack.start[sp] = start
     stack.end[sp] = end
     stack.depth[sp] = depth
     stack.buf[sp] = buf
+    stack.oob_start[sp] = oob_start
+    stack.oob_end[sp] = oob_end
     return sp + 1
 
 
 @njit(inline="always")
-def _route_out_of_bag(out, t, data, drawn) -> None:
-    """The samples tree ``t`` left out, routed to its leaves while its nodes are in cache (and its draws at hand)."""
-    # The tree's own rows, in the same named tuple: walk.leaf_of reads any tuple with the node arrays.
-    row = GrownNodes(out.feature[t], out.threshold[t], out.missing_left[t], out.nominal[t], out.cats[t],
-                     out.left[t], out.right[t], out.value[t], out.gain[t], out.weight[t], out.n_nodes, out.oob_leaf)
-    for i in range(data.n_samples):
-        out.oob_leaf[t, i] = -1 if drawn[i] > 0 else leaf_of(row, data.columns, i, 0)
+def _out_of_bag_samples(out, t, data, drawn, wanted):
+    """The samples tree ``t`` leaves out, in order (none when their leaves are not ``wanted``), and a spare array
+    for their partitions; the in-bag samples' entries of ``out.oob_leaf[t]`` are set to -1."""
+    n_oob = 0
+    if wanted:
+        for i in range(data.n_samples):
+            if drawn[i] > 0:
+                out.oob_leaf[t, i] = -1
+            else:
+                n_oob += 1
+    oob = np.empty(n_oob, dtype=np.int64)
+    q = 0
+    if wanted:
+        for i in range(data.n_samples):
+            if drawn[i] == 0:
+                oob[q] = i
+                q += 1
+    return oob, np.empty(n_oob, dtype=np.int64)
+
+
+@njit(inline="always")
+def _partition_out_of_bag(Xb, f, split, cats, oob, spare, start, end) -> int:
+    """Stable partition of a node's out-of-bag samples by its split, as :func:`_partition` does the in-bag ones
+    (each out-of-bag sample thus reaches the leaf that routing it would reach). Returns where the right ones start."""
+    nl = start
+    nr = 0
+    for q in range(start, end):
+        s = oob[q]
+        g = _goes_left(split, cats, Xb[f, s])
+        oob[nl] = s
+        spare[nr] = s
+        nl += g
+        nr += 1 - g
+    for q in range(nr):
+        oob[nl + q] = spare[q]
+    return nl
 
 
 # Every step is inlined into this one function (inline="always"), as one hand-written loop would be: compiled as
@@ -449,45 +487,50 @@ def _grow_one(data, settings, plans, t, out):
     max_depth = settings.max_depth
     cap = out.left.shape[1]
     work, m, drawn = _tree_work(data, settings, plans, t)
+    # The samples left out go down the tree with the in-bag ones, partitioned at each split: their leaves are known
+    # when the tree is, for the out-of-bag votes.
+    oob, oob_spare = _out_of_bag_samples(out, t, data, drawn, out.oob_leaf.shape[0] > 0)
     pool = _hist_pool(work, max_depth)
     n_buf = pool.arrays.shape[0] - 1  # buffers to keep histograms in (the last array is the scratch)
     no_store = pool.arrays[0, :0]
     stack = Pending(np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
                     np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-                    np.empty((cap, work.parent.shape[0]), dtype=np.float64))
+                    np.empty((cap, work.parent.shape[0]), dtype=np.float64), np.empty(cap, dtype=np.int64),
+                    np.empty(cap, dtype=np.int64))
     _sum_stats(work, 0, m, stack.stats[0])
-    sp = _push(stack, 0, 0, 0, m, 0, -1)
+    sp = _push(stack, 0, 0, 0, m, 0, -1, 0, oob.shape[0])
     n_nodes = 1
     while sp > 0:
         sp -= 1
         node, start, end = stack.node[sp], stack.start[sp], stack.end[sp]
         depth, buf = stack.depth[sp], stack.buf[sp]
         W, pure = _make_node(out, t, node, work, stack.stats[sp])
-        if pure or depth >= max_depth or W < 2 * work.min_leaf or n_nodes + 2 > cap:
-            _release(pool, buf)
-            continue
-        if buf < 0 and n_buf > 0 and end - start >= SUBTRACT_FROM and pool.n_free[0] > 0:
-            buf = _take_buffer(pool)
-            _build_histograms(pool.arrays[buf], data.columns, work.feats, work.n_feats, work.samples, start, end,
-                              work.is_reg)
-        n_cand = _draw_candidates(work)
-        split = best_split(data, settings, work, n_cand, start, end, pool.arrays[buf] if buf >= 0 else no_store)
+        oob_start, oob_end = stack.oob_start[sp], stack.oob_end[sp]
+        split = Split(0.0, -1, 0, False, False)
+        if not (pure or depth >= max_depth or W < 2 * work.min_leaf or n_nodes + 2 > cap):
+            if buf < 0 and n_buf > 0 and end - start >= SUBTRACT_FROM and pool.n_free[0] > 0:
+                buf = _take_buffer(pool)
+                _build_histograms(pool.arrays[buf], data.columns, work.feats, work.n_feats, work.samples, start, end,
+                                  work.is_reg)
+            n_cand = _draw_candidates(work)
+            split = best_split(data, settings, work, n_cand, start, end, pool.arrays[buf] if buf >= 0 else no_store)
         if split.slot < 0:
             _release(pool, buf)
+            for q in range(oob_start, oob_end):
+                out.oob_leaf[t, oob[q]] = node
             continue
         f = work.feats[split.slot]
         _record_split(out, t, node, f, split, work.cats)
         # The children's statistics go straight to their stack slots (the right child's first, then the left's).
         nl = _partition(data.columns, f, work, start, end, split, stack.stats[sp + 1], stack.stats[sp])
+        oob_mid = _partition_out_of_bag(data.columns, f, split, work.cats, oob, oob_spare, oob_start, oob_end)
         buf_l, buf_r = _children_histograms(data, work, pool, buf, start, nl, end)
         out.left[t, node] = n_nodes
         out.right[t, node] = n_nodes + 1
         # Right child pushed first so that the left subtree is grown first (depth first, bounded stack).
-        sp = _push(stack, sp, n_nodes + 1, nl, end, depth + 1, buf_r)
-        sp = _push(stack, sp, n_nodes, start, nl, depth + 1, buf_l)
+        sp = _push(stack, sp, n_nodes + 1, nl, end, depth + 1, buf_r, oob_mid, oob_end)
+        sp = _push(stack, sp, n_nodes, start, nl, depth + 1, buf_l, oob_start, oob_mid)
         n_nodes += 2
-    if out.oob_leaf.shape[0] > 0:
-        _route_out_of_bag(out, t, data, drawn)
     return n_nodes
 
 

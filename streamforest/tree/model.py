@@ -167,8 +167,8 @@ def grow(
     ``min_samples_leaf`` (one, or one per tree) is the least bootstrap-weighted samples of a leaf.
     ``split_features`` (one count, or one per tree) is how many of its subspace a tree draws at every split; 0 means
     all of them. ``oob_leaves``, an ``(n_trees, n_samples)`` int32 array, receives what
-    :func:`~streamforest.tree.route.out_of_bag_leaves` would compute for the grown trees (each tree's thread routes
-    the samples it left out just after growing it).
+    :func:`~streamforest.tree.route.out_of_bag_leaves` would compute for the grown trees (each tree partitions
+    the samples it left out along with its in-bag ones, down to their leaves).
     """
     n_trees = len(subspaces)
     n_samples = int(training.n_samples)
