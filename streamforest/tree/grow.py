@@ -356,6 +356,37 @@ def _goes_left(split, cats, b) -> int:
 
 
 @njit(inline="always")
+def _add_to_side(is_reg, w, c, wy, g, left_stats, right_stats) -> None:
+    """A sample's statistics (weight ``w``, class ``c``, weighted target ``wy``) added to the left side's if ``g``
+    is 1, else to the right's. Adding a zero leaves a sum as it is, so each side sums its own samples in order."""
+    wl = w * g
+    wr = w * (1 - g)
+    if is_reg:
+        left_stats[0] += wl
+        right_stats[0] += wr
+        left_stats[1] += wy * g
+        right_stats[1] += wy * (1 - g)
+    else:
+        left_stats[c] += wl
+        right_stats[c] += wr
+
+
+@njit(inline="always")
+def _side_stats(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
+    """The statistics of each side of the split, as :func:`_partition` sums them, without moving the samples (the
+    children of a node at the depth bound are leaves): returns where the right ones would start."""
+    idx, iw, ic, iwy = work.samples
+    left_stats[:] = 0.0
+    right_stats[:] = 0.0
+    nl = start
+    for ii in range(start, end):
+        g = _goes_left(split, work.cats, Xb[f, idx[ii]])
+        nl += g
+        _add_to_side(work.is_reg, iw[ii], ic[ii], iwy[ii], g, left_stats, right_stats)
+    return nl
+
+
+@njit(inline="always")
 def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
     """Stable partition of the node's samples by the split: left samples first, in their original order; each
     side's statistics are summed into ``left_stats`` and ``right_stats`` in that order. Returns where the right ones
@@ -369,8 +400,7 @@ def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
     nl = start
     nr = 0
     # Written to both sides, kept by arithmetic: which side a sample takes is as good as random, and a mispredicted
-    # branch per sample costs more than the stores. Adding a zero leaves a sum as it is, so the sums are those of
-    # each side's samples in order.
+    # branch per sample costs more than the stores.
     for ii in range(start, end):
         s = idx[ii]
         w = iw[ii]
@@ -387,16 +417,7 @@ def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
         tmp_wy[nr] = wy
         nl += g
         nr += 1 - g
-        wl = w * g
-        wr = w * (1 - g)
-        if is_reg:
-            left_stats[0] += wl
-            right_stats[0] += wr
-            left_stats[1] += wy * g
-            right_stats[1] += wy * (1 - g)
-        else:
-            left_stats[c] += wl
-            right_stats[c] += wr
+        _add_to_side(is_reg, w, c, wy, g, left_stats, right_stats)
     for q in range(nr):
         idx[nl + q] = tmp_i[q]
         iw[nl + q] = tmp_w[q]
@@ -462,6 +483,14 @@ def _out_of_bag_samples(out, t, data, drawn, wanted):
 
 
 @njit(inline="always")
+def _out_of_bag_to_leaves(out, t, Xb, f, split, cats, oob, start, end, left) -> None:
+    """A node's out-of-bag samples written to its children, leaves ``left`` and ``left + 1``."""
+    for q in range(start, end):
+        s = oob[q]
+        out.oob_leaf[t, s] = left + 1 - _goes_left(split, cats, Xb[f, s])
+
+
+@njit(inline="always")
 def _partition_out_of_bag(Xb, f, split, cats, oob, spare, start, end) -> int:
     """Stable partition of a node's out-of-bag samples by its split, as :func:`_partition` does the in-bag ones
     (each out-of-bag sample thus reaches the leaf that routing it would reach). Returns where the right ones start."""
@@ -522,9 +551,17 @@ def _grow_one(data, settings, plans, t, out):
         f = work.feats[split.slot]
         _record_split(out, t, node, f, split, work.cats)
         # The children's statistics go straight to their stack slots (the right child's first, then the left's).
-        nl = _partition(data.columns, f, work, start, end, split, stack.stats[sp + 1], stack.stats[sp])
-        oob_mid = _partition_out_of_bag(data.columns, f, split, work.cats, oob, oob_spare, oob_start, oob_end)
-        buf_l, buf_r = _children_histograms(data, work, pool, buf, start, nl, end)
+        if depth + 1 >= max_depth:
+            # The children will be leaves: their statistics and out-of-bag samples are all they need.
+            nl = _side_stats(data.columns, f, work, start, end, split, stack.stats[sp + 1], stack.stats[sp])
+            _out_of_bag_to_leaves(out, t, data.columns, f, split, work.cats, oob, oob_start, oob_end, n_nodes)
+            oob_start = oob_mid = oob_end
+            _release(pool, buf)
+            buf_l, buf_r = -1, -1
+        else:
+            nl = _partition(data.columns, f, work, start, end, split, stack.stats[sp + 1], stack.stats[sp])
+            oob_mid = _partition_out_of_bag(data.columns, f, split, work.cats, oob, oob_spare, oob_start, oob_end)
+            buf_l, buf_r = _children_histograms(data, work, pool, buf, start, nl, end)
         out.left[t, node] = n_nodes
         out.right[t, node] = n_nodes + 1
         # Right child pushed first so that the left subtree is grown first (depth first, bounded stack).
