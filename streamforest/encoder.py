@@ -83,6 +83,8 @@ class Encoder:
         self._graveyard = Graveyard()
         # Deltas reach no further back than this version (every tree changed then).
         self._floor = 0
+        # Whether removed generations are kept for deltas (see without_deltas).
+        self._deltas = True
         # The node table of the last encoding: (the packed alive trees, the arguments it depends on, the table).
         self._table: tuple[AliveTrees, tuple, encoding.NodeTable] | None = None
 
@@ -90,7 +92,18 @@ class Encoder:
 
     def bury(self, gen: Generation, died: int) -> None:
         """Generation ``gen`` left the forest in model version ``died``."""
-        self._graveyard.bury(gen, died)
+        if self._deltas:
+            self._graveyard.bury(gen, died)
+
+    def without_deltas(self) -> None:
+        """The forest's owner never asks for deltas: removed generations are not kept for them.
+
+        A delta needs the trees of every generation removed in the last :data:`DELTA_WINDOW` versions, so a forest
+        that prunes and merges as features arrive would otherwise hold up to that many dead generations (the engine,
+        which publishes whole encodings, never asks for one). :meth:`delta` then refuses.
+        """
+        self._deltas = False
+        self._graveyard.clear()
 
     def forget_before(self, version: int) -> None:
         """The model version is now ``version``: forget the generations no delta can reach any more."""
@@ -128,6 +141,8 @@ class Encoder:
         forest._check_fitted()
         if not is_int(since):
             raise TypeError(f"since must be a model version (int), got {since!r}")
+        if not self._deltas:
+            raise ValueError("this forest keeps no removed generations (without_deltas): re-encode instead")
         now = forest.model_version_
         oldest = max(self._floor, now - DELTA_WINDOW)
         if not oldest <= since <= now:

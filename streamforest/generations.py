@@ -103,6 +103,11 @@ class AliveTrees(NamedTuple):
     weights: np.ndarray
     seeds: np.ndarray
 
+    def __deepcopy__(self, memo: dict) -> AliveTrees:
+        """Itself: packed trees are never changed in place (a change of the forest packs anew), so a copy of the
+        forest (the engine's validate-then-apply) shares them rather than copying every alive tree."""
+        return self
+
 
 def alive(generations: list[Generation]) -> AliveTrees:
     """The trees of the alive ``generations`` packed for routing, with their weights and seeds."""

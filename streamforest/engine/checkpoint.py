@@ -90,6 +90,7 @@ def restore_stream(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> Str
     if header["forest"] is not None:
         f_arrays = {k.removeprefix("forest/"): v for k, v in arrays.items() if k.startswith("forest/")}
         st.forest = restore_forest(FeatureStreamForest, f_arrays, header["forest"])
+        st.forest.encoder.without_deltas()  # as the engine grows them (Engine: no deltas, no dead generations)
     return st
 
 

@@ -412,6 +412,7 @@ class Engine:
                        f"starts when a second {what} value arrives")
             return [records.waiting(st.name, st.features, why)]
         forest = FeatureStreamForest(**self.config.forest)
+        forest.encoder.without_deltas()  # the engine publishes whole encodings: dead generations need not stay
         y = np.array([st.labels[r] for r in rows])
         out = []
         start = time.perf_counter()

@@ -26,6 +26,17 @@ from typing import Any, Protocol
 import numpy as np
 import orjson
 
+#: About the most bytes of one ``samples`` message that carries feature values (the engine refuses 16 MiB).
+SAMPLES_MESSAGE_BYTES = 4 * 2**20
+
+
+def _wire(values: np.ndarray, nominal: bool) -> list[Any]:
+    """Feature values as the protocol has them: numbers (None = missing), nominal codes as text."""
+    vals = values.tolist()
+    if nominal:
+        return [None if v != v else str(int(v)) for v in vals]
+    return [None if v != v or v in (float("inf"), float("-inf")) else v for v in vals]
+
 
 class Transport(Protocol):
     def send(self, message: dict[str, Any]) -> None:
@@ -187,23 +198,28 @@ class EngineClient:
         self.timeout = timeout
         self._predictions: dict[str, dict[str, tuple[int, dict[str, float]]]] = {}
 
-    def samples(self, stream: str, ids: Sequence[str], labels: Sequence[Any]) -> None:
-        """Declare samples (label None = unlabelled: scored, never learned from)."""
-        msg = {"v": 1, "type": "samples", "stream": stream,
-               "samples": [{"id": i, "label": lab} for i, lab in zip(ids, labels, strict=True)]}
-        self.transport.send(msg)
-        self._take(self.transport.receive(0.0))
+    def samples(self, stream: str, ids: Sequence[str], labels: Sequence[Any],
+                features: Sequence[tuple[str, np.ndarray, bool]] = ()) -> None:
+        """Declare samples (label None = unlabelled: scored, never learned from), with the values of ``features``
+        (name, one value per sample, nominal) the stream already has, if any: a message per few megabytes."""
+        columns = [(name, _wire(values, nominal)) for name, values, nominal in features]
+        per_sample = 40 + sum(len(name) + 30 for name, _ in columns)
+        step = max(1, SAMPLES_MESSAGE_BYTES // per_sample) if columns else max(1, len(ids))
+        for a in range(0, max(len(ids), 1), step):
+            part = []
+            for j, (i, lab) in enumerate(zip(ids[a:a + step], labels[a:a + step], strict=True)):
+                sample: dict[str, Any] = {"id": i, "label": lab}
+                if columns:
+                    sample["x"] = {name: vals[a + j] for name, vals in columns}
+                part.append(sample)
+            self.transport.send({"v": 1, "type": "samples", "stream": stream, "samples": part})
+            self._take(self.transport.receive(0.0))
 
     def feature(self, stream: str, name: str, ids: Sequence[str], values: np.ndarray,
                 nominal: bool = False) -> dict[str, Any]:
         """Send a feature; returns the engine's feedback record for it."""
-        vals = values.tolist()
-        if nominal:
-            vals = [None if v != v else str(int(v)) for v in vals]
-        else:
-            vals = [None if v != v or v in (float("inf"), float("-inf")) else v for v in vals]
         msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "kind": "nominal" if nominal else "numeric",
-               "ids": list(ids), "values": vals}
+               "ids": list(ids), "values": _wire(values, nominal)}
         self.transport.send(msg)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
@@ -215,6 +231,11 @@ class EngineClient:
                 if r.get("feature") == name:
                     return r
         raise TimeoutError(f"no feedback for feature {name!r} within {self.timeout} s")
+
+    def snapshot(self, stream: str) -> None:
+        """Ask for the stream's predictions under its current model (``control snapshot``)."""
+        self.transport.send({"v": 1, "type": "control", "stream": stream, "op": "snapshot"})
+        self._take(self.transport.receive(0.0))
 
     def wait_predictions(self, stream: str, n: int, version: int) -> dict[str, dict[str, float]]:
         """Wait until ``n`` samples of the stream have predictions of model version ``version`` or later."""

@@ -187,9 +187,13 @@ class Loop:
         """The accepted features on every target row; the unlabelled rows' predictions."""
         if not accepted:
             return {}, None
-        ids = self.db.ids.tolist()
         client = self.final_client
-        client.samples("final", ids, self.labels)
+        labelled = self.db.labelled
+        # The labelled rows learn first, the unlabelled ones come with every feature's value at the end: the same
+        # forest (it learns from the labelled rows alone), and the engine scores the unlabelled rows once, under the
+        # last model, rather than after every feature (which took most of the final stream's time).
+        lab_ids = self.db.ids[labelled].tolist()
+        client.samples("final", lab_ids, [v for v, keep in zip(self.labels, labelled, strict=True) if keep])
         fb: dict[str, Any] = {}
         # Each generation of the final forest knows the features arrived before it and all weigh alike: sending
         # the most relevant first puts them in every generation (in acceptance order, a strong feature found late
@@ -199,9 +203,15 @@ class Loop:
         for i, a in enumerate(accepted):
             if self.sample is not None:  # computed on the exploration sample so far: now on every row
                 a = accepted[i] = replace(a, values=self.generator.values(a.feature))
-            fb = client.feature("final", a.name, ids, a.values, a.nominal)
-        n_scored = int((~self.db.labelled).sum())
-        preds = client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
+            fb = client.feature("final", a.name, lab_ids, a.values[labelled], a.nominal)
+        scored = ~labelled
+        n_scored = int(scored.sum())
+        preds = {}
+        if n_scored:
+            client.samples("final", self.db.ids[scored].tolist(), [None] * n_scored,
+                           [(a.name, a.values[scored], a.nominal) for a in accepted])
+            client.snapshot("final")
+            preds = client.wait_predictions("final", n_scored, fb["model_version"])
         return preds, fb.get("oob_after")
 
 

@@ -58,6 +58,11 @@ class Cells:
     def numbers(self) -> np.ndarray | None:
         raise NotImplementedError
 
+    def distinct_keys(self) -> bool:
+        """True when the cells are known, cheaply, to be keys without an empty cell or a repeat (False: not known;
+        the text of the keys then decides, and names the row)."""
+        return False
+
     def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
         """Seconds or numbers (NaN = missing) and which of the two (``"datetime"`` or ``"number"``)."""
         raise NotImplementedError
@@ -141,10 +146,20 @@ class _TypedCells(Cells):
 
     def __init__(self, render: Callable[[], np.ndarray], numbers: np.ndarray | None = None,
                  seconds: np.ndarray | None = None, whole_keys: bool = False,
-                 strings: Callable[[], Any] | None = None) -> None:
+                 strings: Callable[[], Any] | None = None, ints: Callable[[], Any] | None = None) -> None:
         self._render, self._text = render, None
         self._numbers, self._seconds, self._whole_keys = numbers, seconds, whole_keys
         self._make_strings, self._strings = strings, None
+        self._ints = ints
+
+    def distinct_keys(self) -> bool:
+        if self._ints is None:
+            return False
+        import pyarrow.compute as pc
+
+        ints = self._ints()
+        # an integer key column: no null and no repeat is all a key check needs, on the integers themselves
+        return ints.null_count == 0 and pc.count_distinct(ints).as_py() == len(ints)
 
     def text(self) -> np.ndarray:
         if self._text is None:
@@ -190,6 +205,43 @@ class _TypedCells(Cells):
         if self._numbers is not None:
             return self._numbers, "number"
         return parse_times(table, col, self.text(), row, what)  # text holding ISO dates, as in a CSV file
+
+
+class _LazyCells(Cells):
+    """A column's cells made when first asked for (a Parquet column read from the file then, not before)."""
+
+    def __init__(self, make: Callable[[], Cells]) -> None:
+        self._make, self._cells = make, None
+
+    @property
+    def cells(self) -> Cells:
+        if self._cells is None:
+            self._cells = self._make()
+        return self._cells
+
+    def text(self) -> np.ndarray:
+        return self.cells.text()
+
+    def key_text(self) -> np.ndarray:
+        return self.cells.key_text()
+
+    def strings(self) -> Any | None:
+        return self.cells.strings()
+
+    def keys(self) -> Any | None:
+        return self.cells.keys()
+
+    def numbers(self) -> np.ndarray | None:
+        return self.cells.numbers()
+
+    def distinct_keys(self) -> bool:
+        return self.cells.distinct_keys()
+
+    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
+        return self.cells.times(table, col, row, what)
+
+    def column(self, name: str, nominal: bool) -> Column:
+        return self.cells.column(name, nominal)
 
 
 @dataclass
@@ -295,54 +347,76 @@ def _read_parquet(path: Path, table: str, used: set[str] | None = None) -> RawTa
     keep = [i for i, c in enumerate(names) if c not in index]
     header = _check_header([names[i] for i in keep], path, table)
     take = [(h, i) for h, i in zip(header, keep, strict=True) if used is None or h in used]
-    try:
-        data = file.read(columns=[names[i] for _, i in take])
-    except errors as exc:
-        raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
-    cells: dict[str, Cells] = {h: _arrow_cells(pa, data.column(j), table, h, path) for j, (h, _) in enumerate(take)}
+
+    def reader(name: str) -> Callable[[], Any]:
+        def read() -> Any:
+            try:
+                return file.read(columns=[name]).column(0)
+            except errors as exc:
+                raise ValueError(f"table {table!r}: cannot read {path.name} as Parquet: {exc}") from None
+        return read
+
+    # One column at a time, each read when the schema's roles ask for it and converted at once: the Arrow column goes
+    # as soon as its numbers are made (text is read again from the file if something asks for it), so no whole
+    # table of 10 million rows is alive beside what it becomes.
+    n = file.metadata.num_rows
+    cells: dict[str, Cells] = {h: _arrow_cells(pa, reader(names[i]), file.schema_arrow.field(names[i]).type, n,
+                                               table, h, path) for h, i in take}
     return RawTable(path, header, cells, file.metadata.num_rows, lines=False)
 
 
-def _arrow_cells(pa: ModuleType, col: Any, table: str, name: str, path: Path) -> _TypedCells:
-    """The cells of one Parquet column, converted as the CSV reader would read the same data written as text."""
+def _arrow_cells(pa: ModuleType, read: Callable[[], Any], kind: Any, n: int, table: str, name: str,
+                 path: Path) -> Cells:
+    """The cells of one Parquet column (``read`` gives it as Arrow), converted as the CSV reader would read the same
+    data written as text."""
     import pyarrow.compute as pc
 
-    kind = col.type
-    if pa.types.is_dictionary(kind):
+    dictionary = pa.types.is_dictionary(kind)
+    if dictionary:
         kind = kind.value_type
-        col = col.cast(kind)
-    n = len(col)
+
+    def col() -> Any:
+        c = read()
+        return c.cast(kind) if dictionary else c
 
     def as_text(arr: Any) -> np.ndarray:
         return np.asarray(pc.fill_null(arr, "").to_numpy(zero_copy_only=False), dtype=str)
 
     if pa.types.is_null(kind):
-        return _TypedCells(lambda: np.full(n, "", dtype=str), numbers=np.full(n, np.nan))
+        return _LazyCells(lambda: _TypedCells(lambda: np.full(n, "", dtype=str), numbers=np.full(n, np.nan)))
     if pa.types.is_integer(kind) or pa.types.is_decimal(kind):
-        numbers = _float_values(pa, pc, col)
-        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())), numbers=numbers,
-                           strings=lambda: _fill(pc.cast(col, pa.string())))
+        return _LazyCells(lambda: _TypedCells(lambda: as_text(pc.cast(col(), pa.string())),
+                                              numbers=_float_values(pa, pc, col()),
+                                              strings=lambda: _fill(pc.cast(col(), pa.string())),
+                                              ints=col if pa.types.is_integer(kind) else None))
     if pa.types.is_floating(kind):
-        numbers = _float_values(pa, pc, col)
-        return _TypedCells(lambda: np.where(np.isnan(numbers), "", numbers.astype(str)), numbers=numbers,
-                           whole_keys=True)
+        def floats() -> _TypedCells:
+            numbers = _float_values(pa, pc, col())
+            return _TypedCells(lambda: np.where(np.isnan(numbers), "", numbers.astype(str)), numbers=numbers,
+                               whole_keys=True)
+        return _LazyCells(floats)
     if pa.types.is_boolean(kind):
-        return _TypedCells(lambda: as_text(pc.cast(col, pa.string())),
-                           strings=lambda: _fill(pc.cast(col, pa.string())))
+        return _LazyCells(lambda: _TypedCells(lambda: as_text(pc.cast(col(), pa.string())),
+                                              strings=lambda: _fill(pc.cast(col(), pa.string()))))
     string_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow >= 16 only
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or string_view(kind):
         def strings() -> Any:
-            return _fill(pc.utf8_trim_whitespace(col.cast(pa.string())))
+            return _fill(pc.utf8_trim_whitespace(col().cast(pa.string())))
 
-        return _TypedCells(lambda: as_text(strings()), strings=strings)
+        return _LazyCells(lambda: _TypedCells(lambda: as_text(strings()), strings=strings))
     if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        # numpy sees timestamps as UTC and floors them to whole seconds, as np.datetime64(text, "s") does for CSV
-        stamps = col.to_numpy()
-        missing = np.isnat(stamps)
-        seconds = np.where(missing, np.nan, stamps.astype("datetime64[s]").astype(np.int64).astype(np.float64))
-        return _TypedCells(lambda: np.where(missing, "", np.datetime_as_string(stamps, unit="auto")),
-                           seconds=seconds)
-    raise ValueError(f"table {table!r}: column {name!r} of {path.name} has type {col.type}, which a table cannot "
+        def text() -> np.ndarray:
+            values = col().to_numpy()
+            return np.where(np.isnat(values), "", np.datetime_as_string(values, unit="auto"))
+
+        def stamps() -> _TypedCells:
+            # numpy sees timestamps as UTC and floors them to whole seconds, as np.datetime64(text, "s") does
+            values = col().to_numpy()
+            seconds = np.where(np.isnat(values), np.nan,
+                               values.astype("datetime64[s]").astype(np.int64).astype(np.float64))
+            return _TypedCells(text, seconds=seconds)
+        return _LazyCells(stamps)
+    raise ValueError(f"table {table!r}: column {name!r} of {path.name} has type {kind}, which a table cannot "
                      "hold (numbers, text, booleans, dates and timestamps can)")
 
 

@@ -98,7 +98,15 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
             if col is not None and col not in header:
                 raise ValueError(f"table {name!r}: {what} column {col!r} is missing from {t['path']} "
                                  f"(columns: {sorted(header)})")
-    keys = {name: _keys(name, t["key"], raw[name]) for name, t in tables.items() if t.get("key")}
+    referenced = {p["table"] for t in tables.values() for p in t.get("parents", [])}
+    keys = {}
+    for name, t in tables.items():
+        if not t.get("key"):
+            continue
+        if name in referenced:
+            keys[name] = _keys(name, t["key"], raw[name])
+        elif not raw[name].cells[t["key"]].distinct_keys():
+            _keys(name, t["key"], raw[name])  # a key no table points to: checked, then not kept
     traw = raw[target["table"]]
     cutoff, cutoff_kind = None, None
     if target.get("cutoff"):
@@ -117,6 +125,12 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
     links = {name: [Link(p["column"], p["table"], _resolve(name, p, raw[name], keys[p["table"]]))
                     for p in t.get("parents", [])] for name, t in tables.items()}
     del keys
+    for name, t in tables.items():  # keys, links and times are numbers now: their cells go before any column is built
+        done = {t.get("time"), *(p["column"] for p in t.get("parents", []))}
+        if name != target["table"]:
+            done.add(t.get("key"))
+        for c in done - {None}:
+            raw[name].cells.pop(c, None)
     tkey = tables[target["table"]]["key"]
     ids = traw.cells[tkey].key_text()
     labels = np.char.strip(traw.cells[target["label"]].text())

@@ -20,6 +20,10 @@ from streamforest.tree.grow import GrownNodes, TrainingSet, TreePlans, TreeSetti
 
 #: The depth bound of ``max_depth=None``: deeper than any tree the samples can fill.
 UNBOUNDED_DEPTH = 10_000
+#: The most bytes of node rows allocated at once while growing (see :func:`grow`).
+GROW_BUFFER_BYTES = 128 * 2**20
+#: Bytes of one node in the growing rows, besides its ``value`` (8 bytes per output).
+_NODE_BYTES = 4 + 1 + 1 + 1 + 8 * BIN_WORDS + 4 + 4 + 8 + 8
 
 
 @njit(cache=True)
@@ -184,6 +188,32 @@ def grow(
     cap = node_capacity(n_samples, max_depth, float(min_leaf.min(initial=np.inf)))
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
     n_out = 1 if n_classes == 0 else n_classes
+    # The same shapes in every call (numba compiles once per combination of field types).
+    training = training._replace(n_samples=n_samples, n_classes=n_classes)
+    settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
+                            int(settings.dense_from))
+    plans = TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf)
+    # Each tree writes into a row of ``cap`` nodes, the most it could have (131,071 at depth 16 on 100,000 samples:
+    # 10 MB a tree); numpy backs such rows with huge pages, so a row is resident as soon as a tree starts it. Trees
+    # are grown a chunk at a time within GROW_BUFFER_BYTES and packed to their real sizes: memory then follows the
+    # trees grown, not the trees that could have been (each tree is grown from its own plan and seed: the same
+    # trees, whatever the chunk).
+    per_tree = cap * (_NODE_BYTES + 8 * n_out)
+    chunk = max(1, min(n_trees, GROW_BUFFER_BYTES // per_tree))
+    parts = []
+    with threads_for(n_samples, n_trees):
+        for a in range(0, n_trees, chunk):
+            b = min(a + chunk, n_trees)
+            part = TreePlans(*(np.ascontiguousarray(x[a:b]) for x in plans))
+            oob = oob_leaves[a:b] if oob_leaves is not None else None
+            parts.append(_grow_chunk(training, settings, part, cap, n_out, oob))
+    return concat(parts)
+
+
+def _grow_chunk(training: TrainingSet, settings: TreeSettings, plans: TreePlans, cap: int, n_out: int,
+                oob_leaves: np.ndarray | None) -> Trees:
+    """The trees of ``plans`` grown into rows of ``cap`` nodes, packed end to end."""
+    n_trees = plans.seeds.shape[0]
     # Uninitialised: the kernel writes every field of every node it creates, and only those are packed.
     out = GrownNodes(
         feature=np.empty((n_trees, cap), dtype=np.int32),
@@ -199,12 +229,7 @@ def grow(
         n_nodes=np.zeros(n_trees, dtype=np.int64),
         oob_leaf=oob_leaves if oob_leaves is not None else np.empty((0, 0), dtype=np.int32),
     )
-    # The same shapes in every call (numba compiles once per combination of field types).
-    training = training._replace(n_samples=n_samples, n_classes=n_classes)
-    settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
-                            int(settings.dense_from))
-    with threads_for(n_samples, n_trees):
-        grow_trees(training, settings, TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf), out)
+    grow_trees(training, settings, plans, out)
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])

@@ -344,3 +344,23 @@ def test_pandas_unnamed_index_is_not_a_column(pa, tmp_path):
     db = load_schema(write_parquet(pa, tmp_path / "plain", GOOD, m=M, atom=atom.replace_schema_metadata(None),
                                    bond=BOND))
     assert list(db.tables["atom"].columns) == ["el", "q", "__index_level_0__"]
+
+
+def test_integer_key_of_a_leaf_table_checked_on_the_integers(pa, tmp_path):
+    """A key no table points to (a leaf's own id) is checked for repeats and nulls; a good one loads as with text."""
+    schema = json.loads(json.dumps(GOOD))
+    schema["tables"]["bond"]["key"] = "bid"
+
+    def bonds(ids: list) -> object:
+        return pa.table({"bid": pa.array(ids, pa.int64()), "aid": pa.array([10, 10, 12, None], pa.int64()),
+                         "t": ["7", "1", "7", "7"]})
+
+    db = load_schema(write_parquet(pa, tmp_path / "ok", schema, m=M, atom=atom_table(pa), bond=bonds([4, 3, 2, 1])))
+    text = load_schema(write_parquet(pa, tmp_path / "csv", schema, m=M, atom=atom_table(pa),
+                                     bond="bid,aid,t\n4,10,7\n3,10,1\n2,12,7\n1,,7\n"))
+    assert_same(db, text)
+    with pytest.raises(ValueError, match=r"duplicate key '3' in column 'bid', rows 2 and 4$"):
+        load_schema(write_parquet(pa, tmp_path / "dup", schema, m=M, atom=atom_table(pa), bond=bonds([4, 3, 2, 3])))
+    with pytest.raises(ValueError, match=r"key column 'bid' is empty in row 3$"):
+        load_schema(write_parquet(pa, tmp_path / "null", schema, m=M, atom=atom_table(pa),
+                                  bond=bonds([4, 3, None, 1])))
