@@ -339,8 +339,7 @@ class ThompsonPolicy(Policy):
         """The target's attributes related to the label first, then a shadow when one is due, then
         :meth:`_next_real`."""
         if self._pending_attr:
-            self._last_real = self._pending_attr.pop(0)
-            return self._sent(self._last_real)
+            return self._sent(self._pending_attr.pop(0))
         if self._shadow_due():
             return self._sent(self._shadow(self._last_real))
         c = self._next_real()
@@ -386,11 +385,9 @@ class ThompsonPolicy(Policy):
         if not self.shadow_every or self._last_real is None:
             return False
         n_real = self.sent - len(self.shadow_gains)
-        # two shadows before any candidate but the first is judged (without them the threshold is ``min_gain``, and
-        # a useless candidate passes half of the time), then one per shadow_every candidates; the attributes
-        # related to the label beyond chance go before them
+        # two shadows early (the noise level is needed from the start), then one per shadow_every candidates
         due = 2 + (n_real // self.shadow_every)
-        return len(self.shadow_gains) < due
+        return len(self.shadow_gains) < due and n_real >= 2 * (len(self.shadow_gains) + 1)
 
     def _shadow(self, base: Candidate) -> Candidate:
         v = base.values.copy()
