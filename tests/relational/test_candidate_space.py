@@ -81,6 +81,18 @@ def test_values_unrelated_to_the_label_are_rarely_chosen_for_it():
     assert chosen <= 3, chosen
 
 
+def test_a_numeric_label_is_tested_as_a_number():
+    db = rare_value(1)
+    orders = db.tables["orders"]
+    owner, kind = orders.links[0].index, orders.columns["kind"].values
+    rng = np.random.default_rng(1)
+    has = np.bincount(owner[(kind == 42) & (orders.time <= db.cutoff[owner])], minlength=db.ids.size) > 0
+    value = np.round(rng.normal(0.0, 1.0, db.ids.size) + 1.5 * has, 3)  # hundreds of distinct values
+    labels = np.where(db.labelled, value.astype(str), "")
+    numeric = Database(db.tables, db.target, db.label, db.ids, labels, db.cutoff, db.key)
+    assert Generator(numeric).levels(orders, "kind")[0] == "v042"
+
+
 def run(db: Database, seed: int, budget: int) -> list[dict]:
     loop = Loop(db, budget=budget, seed=seed)
     try:
