@@ -25,12 +25,19 @@ from dataclasses import dataclass, replace
 from typing import Union
 
 import numpy as np
+from scipy.stats import norm as normal
 
 from streamforest.relational import aggregates as agg
 from streamforest.relational.tables import Database, Table
 
 #: Integer-valued numeric columns with at most this many distinct values also give ``=`` conditions.
 MAX_LEVELS = 64
+#: Family-wise rate at which a column of values unrelated to the label contributes a label-chosen ``=`` value.
+ALPHA = 0.05
+#: Labelled target rows a value must be present for to be tested for association with the label.
+MIN_SUPPORT = 5
+#: A label of more distinct values than this, all numbers, is tested as a number (else class by class).
+MAX_CLASSES = 20
 #: Quantiles tried when a ``>`` threshold is learned.
 THRESHOLD_QUANTILES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 OPERATORS = ("sqrt", "square", "add", "sub", "mul", "rbf")
@@ -247,23 +254,79 @@ class Generator:
         return out
 
     def levels(self, table: Table, column: str) -> list[str | float]:
-        """``=`` condition values of a column, most frequent first (ties by value); [] if it gives none."""
+        """``=`` condition values of a column; [] if it gives none.
+
+        First the values whose presence below a target row goes with its label beyond chance (see
+        :meth:`_associated`), most significant first; then the ``max_values`` most frequent (ties by value). A
+        category planted among a thousand equally frequent ones is in the space this way, where frequency alone
+        would leave it out.
+        """
         key = (table.name, column)
         if key not in self._levels:
             col = table.columns[column]
             if col.nominal:
-                counts = np.bincount(col.values[col.values >= 0], minlength=len(col.categories))
-                order = np.lexsort((np.arange(counts.size), -counts))
-                vals: list = [col.categories[i] for i in order if counts[i] > 0]
+                codes, names = col.values, list(col.categories)
             else:
-                x = col.values[~np.isnan(col.values)]
-                u, counts = np.unique(x, return_counts=True)
+                finite = ~np.isnan(col.values)
+                u, inverse = np.unique(col.values[finite], return_inverse=True)
                 if u.size > MAX_LEVELS or u.size < 2 or not np.all(np.mod(u, 1) == 0):
-                    vals = []
-                else:
-                    vals = [float(u[i]) for i in np.lexsort((u, -counts))]
-            self._levels[key] = vals[: self.max_values] if len(vals) > 1 else []
+                    u = u[:0]
+                codes = np.full(col.values.size, -1, dtype=np.int64)
+                codes[finite] = inverse if u.size else -1
+                names = [float(v) for v in u]
+            counts = np.bincount(codes[codes >= 0], minlength=len(names))
+            frequent = [i for i in np.lexsort((np.arange(counts.size), -counts)) if counts[i] > 0]
+            vals: list = []
+            if len(frequent) > 1:
+                associated = self._associated(table, codes, len(names))[: self.max_values]
+                chosen = set(associated)
+                vals = [names[i] for i in associated]
+                vals += [names[i] for i in frequent[: self.max_values] if i not in chosen]
+            self._levels[key] = vals
         return self._levels[key]
+
+    def _associated(self, table: Table, codes: np.ndarray, k: int) -> list[int]:
+        """Codes whose presence below a labelled target row goes with its label, most significant first.
+
+        For each value, the labelled target rows with at least one visible row of that value on the shortest path
+        to ``table`` (time-safe: the rows a feature may see) are compared with all labelled rows: the number of each
+        class among them (or the sum of a numeric label of more than :data:`MAX_CLASSES` values) against what a
+        random draw of as many rows gives (hypergeometric variance). Kept: values whose largest ``|z|`` passes
+        Bonferroni's bound for ``ALPHA`` over the values tried, so that a column of values unrelated to the label
+        adds a value with probability at most ``ALPHA``: the choice looks at the labels, and a value chosen for a
+        chance association would otherwise look useful on those same rows.
+        """
+        path = min((p for p in self.paths() if p[-1].child == table.name), key=len, default=None)
+        labelled = self.db.labelled
+        if path is None or k < 2 or labelled.sum() < 4:
+            return []
+        owner = self._up(path, 0)
+        keep = self._visible(path) & (owner >= 0) & (codes >= 0)
+        keep[keep] = labelled[owner[keep]]
+        if not keep.any():
+            return []
+        pairs = np.unique(owner[keep].astype(np.int64) * k + codes[keep])
+        who, what = pairs // k, pairs % k
+        n_v = np.bincount(what, minlength=k).astype(np.float64)
+        cells = self.db.labels[labelled]
+        n = float(cells.size)
+        y_all = _label_columns(cells)
+        y_rows = np.zeros((self.db.labels.size, y_all.shape[1]))
+        y_rows[labelled] = y_all
+        z = np.zeros(k)
+        tried = n_v >= MIN_SUPPORT
+        if not tried.any():
+            return []
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j in range(y_all.shape[1]):
+                y = y_all[:, j]
+                mean, var = float(y.mean()), float(y.var())
+                s_v = np.bincount(what, weights=y_rows[who, j], minlength=k)
+                sd = np.sqrt(n_v * var * (n - n_v) / max(n - 1.0, 1.0))
+                z = np.maximum(z, np.nan_to_num(np.abs(s_v - n_v * mean) / sd))
+        bound = float(normal.isf(ALPHA / (2.0 * tried.sum())))
+        hits = np.flatnonzero(tried & (z > bound))
+        return [int(i) for i in hits[np.lexsort((hits, -z[hits]))]]
 
     def _table(self, path: tuple[Step, ...]) -> Table:
         return self.db.tables[path[-1].child if path else self.db.target]
@@ -426,6 +489,22 @@ class Generator:
             code = col.categories.index(str(c.value)) if str(c.value) in col.categories else -2  # -2: no row
             return col.values, agg.EQUAL, float(code)
         return col.values, agg.EQUAL if c.op == "=" else agg.GREATER, float(c.value)
+
+
+def _label_columns(cells: np.ndarray) -> np.ndarray:
+    """Labels as columns to test against: one indicator per class (one for two classes), or the number itself.
+
+    >>> _label_columns(np.array(["a", "b", "a"])).tolist()
+    [[0.0], [1.0], [0.0]]
+    """
+    classes, inverse = np.unique(cells, return_inverse=True)
+    if classes.size > MAX_CLASSES:
+        try:
+            return cells.astype(np.float64)[:, None]
+        except ValueError:
+            pass
+    onehot = (inverse[:, None] == np.arange(classes.size)[None, :]).astype(np.float64)
+    return onehot[:, 1:] if classes.size == 2 else onehot
 
 
 def combine(op: str, a: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:

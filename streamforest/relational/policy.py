@@ -192,6 +192,40 @@ class Combine:
         return self.pairs(self.op)
 
 
+class Attributes:
+    """The target's own attributes not related to the label beyond chance, as one family: computed up front (they
+    are columns), sent most relevant first when the draws pick the family."""
+
+    renewed = False
+    complexity = 0
+    label = "kind=attributes"
+    facets = ("kind=attributes",)
+
+    def __init__(self, candidates: list[Candidate]) -> None:
+        self.candidates = candidates
+
+
+#: Family-wise rate at which attributes unrelated to the label are sent ahead of the space (see
+#: ``ThompsonPolicy._screen_attributes``).
+ALPHA = 0.05
+
+
+def relevance_bound(y: np.ndarray, alpha: float) -> float:
+    """The :func:`relevance` a feature unrelated to ``y`` exceeds with probability ``alpha`` (the rank-sum test's
+    normal approximation, for the smallest class against the rest: the widest spread of the one-vs-rest AUCs).
+
+    >>> round(relevance_bound(np.array([0] * 50 + [1] * 50), 0.05), 3)
+    0.227
+    """
+    _, counts = np.unique(y, return_counts=True)
+    if counts.size < 2:
+        return 1.0
+    n1 = float(counts.min())
+    n0 = float(counts.sum()) - n1
+    sd_auc = np.sqrt((n1 + n0 + 1.0) / (12.0 * n1 * n0))
+    return float(2.0 * normal.isf(alpha / 2.0) * sd_auc)
+
+
 class ThompsonPolicy(Policy):
     """Thompson sampling over candidate families, beams within them, shadows for the noise level.
 
@@ -255,8 +289,13 @@ class ThompsonPolicy(Policy):
         self.relevance_weight = relevance_weight
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
-        self.families: list[Aggregates | Combine] = [Aggregates(f, generator, self._score) for f in fams
-                                                      if f.kind != "attribute"]
+        self.seen: set[str] = set()  # definitions proposed
+        self.hashes: set[bytes] = set()  # values proposed (duplicates of earlier candidates are skipped)
+        first, rest = self._screen_attributes()
+        self.families: list[Aggregates | Combine | Attributes] = [Aggregates(f, generator, self._score) for f in fams
+                                                                   if f.kind != "attribute"]
+        if rest:
+            self.families.append(Attributes(rest))
         self.families += [Combine(op, self._pairs) for op in operators]
         facet_lists = [f.facets for f in self.families]
         self.facet_index: dict[str, int] = {}
@@ -271,25 +310,36 @@ class ThompsonPolicy(Policy):
         self.bias = -simplicity * np.array([f.complexity for f in self.families], dtype=np.float64)
         self.beams: dict[int, _Beam] = {}
         self.exhausted = np.zeros(len(self.families), dtype=bool)
-        self.seen: set[str] = set()  # definitions proposed
-        self.hashes: set[bytes] = set()  # values proposed (duplicates of earlier candidates are skipped)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
         self.shadow_relevance: list[float] = []
         self.sent = 0
         self.pairs_tried: set[tuple[str, str, str]] = set()
         self._last_real: Candidate | None = None
-        self._pending_attr = list(self.attributes)
+        self._pending_attr = first
 
     # ------------------------------------------------------------------ proposing
 
+    def _screen_attributes(self) -> tuple[list[Candidate], list[Candidate]]:
+        """The target's own attributes, most relevant first, split into those related to the label beyond chance
+        (a rank test at Bonferroni's bound for ``ALPHA`` over the attributes: sent first, as every model wants
+        them) and the others (one family of the space, :class:`Attributes`, competing for the budget with the
+        aggregates: two hundred columns of noise would otherwise take two hundred candidates, and be judged before
+        any shadow measured the noise)."""
+        made = [self._make(next(self.generator.members(f)), str(f), f.facets()) for f in self.attributes]
+        made = sorted((c for c in made if c is not None), key=lambda c: -c.relevance)
+        bound = relevance_bound(self.y, ALPHA / max(len(made), 1))
+        first = [c for c in made if c.relevance > bound]
+        rest = [c for c in made if c.relevance <= bound]
+        for c in rest:
+            c.family, c.facets = Attributes.label, Attributes.facets
+        return first, rest
+
     def propose(self) -> Candidate | None:
-        """The target's own attributes first, then a shadow when one is due, then :meth:`_next_real`."""
-        while self._pending_attr:
-            fam = self._pending_attr.pop(0)
-            c = self._make(next(self.generator.members(fam)), str(fam), fam.facets())
-            if c is not None:
-                return self._sent(c)
+        """The target's attributes related to the label first, then a shadow when one is due, then
+        :meth:`_next_real`."""
+        if self._pending_attr:
+            return self._sent(self._pending_attr.pop(0))
         if self._shadow_due():
             return self._sent(self._shadow(self._last_real))
         c = self._next_real()
@@ -369,6 +419,8 @@ class ThompsonPolicy(Policy):
         """The family's beam, topped up to ``pool`` computed members."""
         fam = self.families[i]
         beam = self.beams.get(i)
+        if beam is None and isinstance(fam, Attributes):  # computed already: one beam of them all
+            beam = self.beams[i] = _Beam(iter(()), ready=list(fam.candidates), done=True)
         if beam is None:
             beam = self.beams[i] = _Beam(fam.members())
         elif fam.renewed:
@@ -507,6 +559,8 @@ class EnumerationPolicy(ThompsonPolicy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0,
                  max_complexity: int = 2, **kwargs: Any) -> None:
         super().__init__(generator, y, labelled, seed=seed, operators=(), **kwargs)
+        # every attribute, related to the label or not, ahead of the enumeration
+        self._pending_attr += [c for f in self.families if isinstance(f, Attributes) for c in f.candidates]
         self.max_complexity = max_complexity
         self.enumerated = [f for f in generator.families() if f.kind != "attribute" and complexity(f) <= max_complexity
                            and (f.kind != "nested" or complexity(f) <= 1)]
