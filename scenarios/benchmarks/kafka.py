@@ -1,12 +1,14 @@
 """Kafka's cost in CPU seconds, in one run on a local broker (noida-db, started here), on the same messages:
 
 * the embedded runtime (files), the worker at-least-once and exactly-once (in this process, on a thread), and the
-  raw kafka-python consume -> produce loop moving the same output records with the same headers and producer
-  settings (the floor: what moving the bytes costs with no learning). Each row gives this process's CPU seconds
-  (user + system, every thread: the engine's numba threads, kafka-python's I/O threads) and the broker's (its
-  process group, from /proc) beside it. The broker shares the machine, so wall time measures it as much as us:
-  the goals are in CPU seconds of this process, embedded / worker >= 80% and exactly-once within 5% of
-  at-least-once;
+  raw consume -> produce loops moving the same output records with the same keys, headers and producer settings
+  (the floors: what moving the bytes costs with no learning): kafka-python with blocks as the worker sends them
+  (``TrackedProducer.send_block``), kafka-python with one ``send`` per record, and confluent-kafka (librdkafka)
+  when it is installed. Each row gives this process's CPU seconds (user + system, every thread: the engine's numba
+  threads, the clients' I/O threads) and the broker's (its process group, from /proc) beside it, and for a worker
+  its group events (rebalances, partition restarts, messages replayed: work done twice when not 2 / 0 / 0). The
+  broker shares the machine, so wall time measures it as much as us: the goals are in CPU seconds of this process,
+  embedded / worker >= 80% and exactly-once within 5% of at-least-once;
 * the output's bytes per record kind, and what the encodings' ``values`` arrays take of them;
 * ``--sweep``: the worker at-least-once under other producer batching and compression settings;
 * recovery after SIGKILL with 10 streams x 5,000 samples x 50 features: restart -> state restored and the replay
@@ -20,6 +22,7 @@ prints the tables and writes ``results/benchmarks/kafka.json``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import logging
@@ -57,6 +60,7 @@ DEFAULT_DATASETS = "MagicTelescope:3"
 QUICK_DATASETS = "banknote-authentication:2,diabetes:2"
 RAW_BLOCKS = "raw loop, blocks"
 RAW_SENDS = "raw loop, send per record"
+RAW_CONFLUENT = "raw loop, confluent-kafka"
 #: What ``--sweep`` compares with the worker's own settings (``clients.BATCHING``, lz4, state every 3 s of work):
 #: (compression, batching or None for the worker's own, other WorkerConfig settings).
 SWEEP: list[tuple[str | None, dict[str, Any] | None, dict[str, Any]]] = [
@@ -236,6 +240,56 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     return seconds
 
 
+def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple]) -> float:
+    """The raw loop of :func:`run_raw_loop` with confluent-kafka (librdkafka, C) instead of kafka-python: the same
+    records, keys (murmur2 partitioning, as the worker's), headers, idempotence, lz4, linger and batch size; a
+    second floor, what a client in C spends moving the same bytes."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    topic = create_topics(bootstrap, prefix)
+    produce(bootstrap, topic, lines)
+    per = -(-len(outputs) // len(lines))
+    sends = [outputs[k * per:(k + 1) * per] for k in range(len(lines))]
+    failed: list[Any] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(err)
+
+    t = time.perf_counter()
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": prefix, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "compression.type": WorkerConfig().compression_type or "none",
+                  "linger.ms": clients.BATCHING["linger_ms"], "batch.size": clients.BATCHING["batch_size"],
+                  "partitioner": "murmur2_random"})
+    seen = 0
+    while seen < len(lines):
+        msgs = c.consume(num_messages=100, timeout=0.2)
+        for msg in msgs:
+            if msg.error():
+                raise KafkaException(msg.error())
+            for out_topic, key, value, headers in sends[seen]:
+                while True:
+                    try:
+                        p.produce(f"{prefix}.{out_topic}", value=value, key=key, headers=headers,
+                                  on_delivery=delivered)
+                        break
+                    except BufferError:  # librdkafka's queue is full: let it deliver
+                        p.poll(0.05)
+            p.poll(0)
+            seen += 1
+        if msgs:
+            p.flush()
+            if failed:
+                raise KafkaException(failed[0])
+            c.commit(asynchronous=False)
+    seconds = time.perf_counter() - t
+    c.close()
+    return seconds
+
+
 def _blocks(prefix: str, records: list[tuple]) -> list[RecordBlock]:
     """Consecutive records of one topic and headers as one RecordBlock each."""
     out = []
@@ -389,7 +443,7 @@ def print_tables(n_in: int, n_out: int, load: list[float], rows: dict[str, float
         if name in goals:
             _, ok, text = goals[name]
             goal = f" (goal {text}: {'met' if ok(r) else 'NOT met'})"
-        print(f"CPU {name:<44}{r:>7.1%}{goal}")
+        print(f"CPU {name:<52}{r:>7.1%}{goal}")
     if sweep:
         print()
         print(f"| worker at-least-once, producer {'':<24} | {'our CPU s':>9} | {'broker CPU s':>12} | {'wall s':>7} | "
@@ -439,6 +493,11 @@ def main(argv: list[str] | None = None) -> int:
             for name, prefix, bulk in ((RAW_BLOCKS, "raw-blocks", True), (RAW_SENDS, "raw-sends", False)):
                 rows[name] = run_raw_loop(broker.bootstrap, prefix, lines, outputs, bulk)
                 cpu.lap(name)
+            if importlib.util.find_spec("confluent_kafka") is None:
+                print("confluent-kafka is not installed: no row for it (pip install confluent-kafka)", file=sys.stderr)
+            else:
+                rows[RAW_CONFLUENT] = run_confluent_loop(broker.bootstrap, "raw-confluent", lines, outputs)
+                cpu.lap(RAW_CONFLUENT)
             if args.sweep:
                 for k, (compression, batching, settings) in enumerate(SWEEP):
                     name = _settings_name(compression, batching, settings)
@@ -463,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
               "exactly-once / at-least-once": ours["worker exactly-once"] / ours["worker at-least-once"],
               "embedded / (embedded + raw loop, blocks)": embedded / (embedded + ours[RAW_BLOCKS]),
               "embedded / (embedded + raw loop, sends)": embedded / (embedded + ours[RAW_SENDS])}
+    if RAW_CONFLUENT in ours:
+        ratios["embedded / (embedded + raw loop, confluent-kafka)"] = embedded / (embedded + ours[RAW_CONFLUENT])
     print_tables(n_in, n_out, load, rows, cpu.laps, events, sizes, ratios, sweep)
     if recovery is not None:
         shape = recovery["shape"]
