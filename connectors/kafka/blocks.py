@@ -52,9 +52,9 @@ def _pack(order, vblob, vends, kblob, kends, hblob, ts_delta, offset0, used0, ba
     headers ``hblob``) in the v2 record format into ``out``, cutting batches as kafka-python's builder does: a record
     goes into the current batch when it fits in ``batch_size`` or the batch is empty. The current batch holds
     ``used0`` bytes and ``offset0`` records, its records' timestamps are ``ts_delta`` after its first; new batches
-    start at ``header_size`` bytes. ``marks[b]`` = (end in ``out``, records) of batch ``b``; returns the number of
-    batches (the first may hold no record)."""
-    used, offset, count, b, p = used0, offset0, 0, 0, 0
+    start at ``header_size`` bytes. ``marks[b]`` = (end in ``out``, records, largest record) of batch ``b``; returns
+    the number of batches (the first may hold no record)."""
+    used, offset, count, b, p, largest = used0, offset0, 0, 0, 0, 0
     zz_ts = 2 * ts_delta  # zigzag of a non-negative delta
     h = hblob.shape[0]
     for i in range(order.shape[0]):
@@ -69,8 +69,9 @@ def _pack(order, vblob, vends, kblob, kends, hblob, ts_delta, offset0, used0, ba
         if used + required > batch_size and offset > 0:
             marks[b, 0] = p
             marks[b, 1] = count
+            marks[b, 2] = largest
             b += 1
-            used, offset, count, zz_ts = header_size, 0, 0, 0
+            used, offset, count, zz_ts, largest = header_size, 0, 0, 0, 0
             body = 1 + 1 + 1 + _varint_size(2 * klen) + klen + _varint_size(2 * vlen) + vlen + h
             required = body + _varint_size(2 * body)
         p = _put_varint(out, p, 2 * body)
@@ -88,20 +89,11 @@ def _pack(order, vblob, vends, kblob, kends, hblob, ts_delta, offset0, used0, ba
         used += required
         offset += 1
         count += 1
+        largest = max(largest, required)
     marks[b, 0] = p
     marks[b, 1] = count
+    marks[b, 2] = largest
     return b + 1
-
-
-def _varint(v: int) -> bytes:
-    """Kafka's zigzag varint of ``v`` (v2 record format)."""
-    v = (v << 1) ^ (v >> 63)
-    out = bytearray()
-    while v > 0x7F:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
 
 
 def header_bytes(headers: list[tuple[str, bytes]]) -> bytes:
@@ -112,11 +104,17 @@ def header_bytes(headers: list[tuple[str, bytes]]) -> bytes:
     >>> header_bytes([("t", b"ab")])
     b'\\x02\\x02t\\x04ab'
     """
-    out = [_varint(len(headers))]
+    from kafka.record.util import encode_varint
+
+    out = bytearray()
+    encode_varint(len(headers), out.append)
     for key, value in headers:
         k = key.encode("utf-8")
-        out += [_varint(len(k)), k, _varint(len(value)), value]
-    return b"".join(out)
+        encode_varint(len(k), out.append)
+        out += k
+        encode_varint(len(value), out.append)
+        out += value
+    return bytes(out)
 
 
 def supported(producer: Any) -> bool:
@@ -157,7 +155,7 @@ def append_block(producer: Any, topic: str, partition: int, order: np.ndarray, v
     n = len(order)
     bound = int(vends[-1] - vends[0]) + int(kends[-1] - kends[0]) + n * (len(headers) + 21)
     out = np.empty(bound, dtype=np.uint8)
-    marks = np.zeros((n + 1, 2), dtype=np.int64)
+    marks = np.zeros((n + 1, 3), dtype=np.int64)
     hblob = np.frombuffer(headers, dtype=np.uint8)
     header_size = DefaultRecordBatchBuilder.HEADER_STRUCT.size
     batch_size = acc.config["batch_size"]
@@ -198,7 +196,7 @@ def append_block(producer: Any, topic: str, partition: int, order: np.ndarray, v
                 builder._num_records += records
                 builder._last_offset = memory._next_offset - 1
                 last.last_append = now
-                last.max_record_size = max(last.max_record_size, (end - start) // records)
+                last.max_record_size = max(last.max_record_size, int(marks[b, 2]))
                 futures.append(last.produce_future)
                 start = end
     finally:

@@ -154,8 +154,9 @@ def key_partition(key: bytes, partitions: list[int]) -> int:
 
 
 class TrackedProducer:
-    """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered`, so that a
-    transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
+    """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered` (one per
+    record sent with :meth:`send` or :meth:`send_records`, one per record batch filled by :meth:`send_block`), so
+    that a transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
     kafka-python can otherwise commit a transaction after one of its batches failed (e.g. a broker restart that
     forgot the producer's sequence numbers)."""
 
