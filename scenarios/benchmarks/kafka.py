@@ -213,6 +213,7 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
         thread.start()
         _wait_done(worker, _ends(bootstrap, topic))
         seconds = time.perf_counter() - t
+        threads = thread_cpu()
         worker.stop()
         thread.join()
     finally:
@@ -220,7 +221,24 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
         logger.setLevel(level)
     m = worker.metrics
     return seconds, {"rebalances": int(m.rebalances._value.get()), "stalls": int(m.group_stalls._value.get()),
-                     "restarts": events.restarts, "replayed": events.replayed}
+                     "restarts": events.restarts, "replayed": events.replayed, "threads": threads}
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds of this process's live Python threads other than the main one, by name with its numbers taken
+    out (the worker's thread, each client's I/O threads, the producers' senders): where a worker's CPU goes outside
+    the numba threads (not Python threads: the rest of the process's CPU)."""
+    out: dict[str, float] = {}
+    for t in threading.enumerate():
+        if t is threading.main_thread() or t.ident is None:
+            continue
+        try:
+            cpu = time.clock_gettime(time.pthread_getcpuclockid(t.ident))
+        except OSError:
+            continue  # ended meanwhile
+        name = re.sub(r"[-\d.]+(?= |$|-)|\d+", "", t.name).strip("- ")
+        out[name] = out.get(name, 0.0) + cpu
+    return out
 
 
 def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple], bulk: bool) -> float:
@@ -492,6 +510,13 @@ def print_tables(n_in: int, n_out: int, load: list[float], rounds: list[dict[str
             happened = f"{r['rebalances']} / {r['restarts']} / {r['replayed']}" if "rebalances" in r else ""
             print(f"| {name:<27} | {r['ours']:>9.1f} | {r['broker']:>12.1f} | {r['seconds']:>7.1f} | "
                   f"{n_out / r['seconds']:>13,.0f} | {happened:>12} |")
+        for name in ROUND:
+            threads = row.get(name, {}).get("threads")
+            if threads:
+                rest = row[name]["ours"] - sum(threads.values())
+                print(f"{name}, our CPU s by thread: " + ", ".join(
+                    f"{t} {v:.1f}" for t, v in sorted(threads.items(), key=lambda x: -x[1])) +
+                      f", numba threads and ended threads {rest:.1f}")
     print()
     print(f"| {'ratio of our CPU seconds':<50} | {'rounds':>16} | {'median':>7} | {'worst':>7} | goal |")
     print(f"|{'-' * 52}|{'-' * 17}:|{'-' * 8}:|{'-' * 8}:|---|")
