@@ -10,13 +10,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
 
+from streamforest.connectors.kafka import blocks
 from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfig
+from streamforest.connectors.kafka.outputs import RecordBlock
 
 log = logging.getLogger("streamforest.kafka")
 
@@ -151,14 +154,19 @@ def key_partition(key: bytes, partitions: list[int]) -> int:
 
 
 class TrackedProducer:
-    """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered`, so that a
-    transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
+    """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered` (one per
+    record sent with :meth:`send` or :meth:`send_records`, one per record batch filled by :meth:`send_block`), so
+    that a transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
     kafka-python can otherwise commit a transaction after one of its batches failed (e.g. a broker restart that
     forgot the producer's sequence numbers)."""
 
     def __init__(self, producer: KafkaProducer) -> None:
         self.producer = producer
         self.futures: list[Any] = []
+        self.bulk = blocks.supported(producer)
+        if not self.bulk:
+            log.warning("this kafka-python's producer internals are not those blocks.append_block writes to: "
+                        "sending record by record")
 
     def send(self, *args: Any, **kwargs: Any) -> Any:
         future = self.producer.send(*args, **kwargs)
@@ -183,6 +191,25 @@ class TrackedProducer:
             futures.append(send(topic, key=key, value=value, headers=headers, partition=partition))
             per_topic[topic] += 1
         return per_topic
+
+    def send_block(self, block: RecordBlock) -> int:
+        """Send a block's records (keyed: each to its :func:`key_partition`) with
+        :func:`~streamforest.connectors.kafka.blocks.append_block`, a call per partition; returns how many."""
+        if not self.bulk:
+            return sum(self.send_records(block.records(), keyless_partition=0).values())
+        parts = np.array(sorted(self.producer.partitions_for(block.topic)), dtype=np.int64)
+        n = len(block.keys)
+        of_record = np.fromiter(map(_key_hash, block.keys), dtype=np.int64, count=n) % len(parts)
+        kends = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, block.keys), dtype=np.int64, count=n), out=kends[1:])
+        kblob = np.frombuffer(b"".join(block.keys), dtype=np.uint8)
+        vblob = np.frombuffer(block.lines.blob, dtype=np.uint8)
+        headers = blocks.header_bytes(block.headers)
+        for i in np.unique(of_record).tolist():
+            order = np.flatnonzero(of_record == i)
+            self.futures += blocks.append_block(self.producer, block.topic, int(parts[i]), order, vblob,
+                                                block.lines.ends, kblob, kends, headers)
+        return n
 
     def flush(self, timeout: float = BROKER_WAIT_S) -> None:
         self.producer.flush(timeout=timeout)

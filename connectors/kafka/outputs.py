@@ -9,7 +9,7 @@ import numpy as np
 
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics
 from streamforest.engine import records
-from streamforest.engine.records import RecordBatch
+from streamforest.engine.records import Lines, RecordBatch
 
 #: Above this an output record is not sent: it becomes a dead letter saying so (the broker would refuse it).
 MAX_RECORD_BYTES = 1_000_000
@@ -22,6 +22,22 @@ class KafkaRecord(tuple):
 
     def __new__(cls, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]):
         return super().__new__(cls, (topic, key, value, headers))
+
+
+class RecordBlock(NamedTuple):
+    """The records of one republication batch: one topic, one headers list, their values one
+    :class:`~streamforest.engine.records.Lines` (``values()[k]`` is record ``k``'s), sent in bulk
+    (:meth:`~streamforest.connectors.kafka.clients.TrackedProducer.send_block`)."""
+
+    topic: str
+    keys: list[bytes]
+    lines: Lines
+    headers: list[tuple[str, bytes]]
+
+    def records(self) -> list[KafkaRecord]:
+        """The block as one :class:`KafkaRecord` per record."""
+        return [KafkaRecord(self.topic, key, value, self.headers)
+                for key, value in zip(self.keys, self.lines.values(), strict=True)]
 
 
 class Origin(NamedTuple):
@@ -59,16 +75,17 @@ def output(topics: Topics, record: dict[str, Any], origin: Origin, value: bytes 
     return KafkaRecord(topics.output(kind), record["key"].encode("utf-8"), value, headers)
 
 
-def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> list[KafkaRecord]:
+def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> list[KafkaRecord] | RecordBlock:
     """The Kafka records of one batch of engine records; a republication batch
-    (:class:`~streamforest.engine.records.RecordBatch`) from its bulk JSON lines, without a dict per record.
+    (:class:`~streamforest.engine.records.RecordBatch`) as one :class:`RecordBlock` of its bulk JSON lines, without a
+    dict or a bytes per record (as records when one of them is over :data:`MAX_RECORD_BYTES`: a dead letter).
 
     Examples
     --------
     >>> import numpy as np
     >>> from streamforest.engine.records import RecordBatch
     >>> b = RecordBatch.of_predictions("s", ["a", "b"], 3, np.array([0, 1]), np.array([[0.25, 0.75], [1.0, 0.0]]))
-    >>> rs = outputs(Topics(), b, Origin("in", 0, 7, b"s", b"{}"))
+    >>> rs = outputs(Topics(), b, Origin("in", 0, 7, b"s", b"{}")).records()
     >>> [(r[0], r[1]) for r in rs]
     [('streamforest.predictions', b's/a'), ('streamforest.predictions', b's/b')]
     >>> import orjson
@@ -86,7 +103,7 @@ def outputs(topics: Topics, batch: Sequence[dict[str, Any]], origin: Origin) -> 
     keys = [k.encode("utf-8") for k in batch.keys()]
     sizes = np.diff(lines.ends)
     if int(sizes.max(initial=0)) <= MAX_RECORD_BYTES:
-        return [KafkaRecord(topic, key, value, headers) for key, value in zip(keys, lines.values(), strict=True)]
+        return RecordBlock(topic, keys, lines, headers)
     out = []
     for key, value in zip(keys, lines.values(), strict=True):
         if len(value) > MAX_RECORD_BYTES:

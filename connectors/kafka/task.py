@@ -22,7 +22,7 @@ from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog, input_mark, log_end
 from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
-from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, outputs
+from streamforest.connectors.kafka.outputs import KafkaRecord, Origin, RecordBlock, outputs
 from streamforest.engine.core import Engine, EngineConfig
 from streamforest.engine.state import StreamState
 
@@ -172,7 +172,11 @@ class PartitionTask:
         return [KafkaRecord(t, f"{st.name}/{sid}".encode(), None, [("streamforest.type", b"tombstone")])
                 for st in dropped for t in topics for sid in st.ids]
 
-    def _send(self, records: list[KafkaRecord]) -> int:
+    def _send(self, records: list[KafkaRecord] | RecordBlock) -> int:
+        if isinstance(records, RecordBlock):
+            n = self.producer.send_block(records)
+            self.metrics.records_out.labels(records.topic).inc(n)
+            return n
         per_topic = self.producer.send_records(records, keyless_partition=self.partition)
         # Metrics once per topic and batch: a labelled counter costs about 3 µs per call, per record it adds up.
         for topic, n in per_topic.items():
