@@ -202,15 +202,16 @@ def _in_bag(data, bootstrap, state):
     ic = np.zeros(n, dtype=np.int64)
     iwy = np.zeros(n, dtype=np.float64)
     m = 0
+    # Every sample written at the next slot, kept (the slot advanced) if drawn: no branch to mispredict on a third
+    # of the samples.
     for i in range(n):
-        if w[i] > 0:
-            idx[m] = i
-            iw[m] = w[i]
-            if is_reg:
-                iwy[m] = w[i] * data.y_reg[i]
-            else:
-                ic[m] = data.y_cls[i]
-            m += 1
+        idx[m] = i
+        iw[m] = w[i]
+        if is_reg:
+            iwy[m] = w[i] * data.y_reg[i]
+        else:
+            ic[m] = data.y_cls[i]
+        m += np.int64(w[i] > 0)
     return Samples(idx, iw, ic, iwy), m, w
 
 
@@ -464,22 +465,15 @@ def _push(stack, sp, node, start, end, depth, buf, oob_start, oob_end) -> int:
 @njit(inline="always")
 def _out_of_bag_samples(out, t, data, drawn, wanted):
     """The samples tree ``t`` leaves out, in order (none when their leaves are not ``wanted``), and a spare array
-    for their partitions; the in-bag samples' entries of ``out.oob_leaf[t]`` are set to -1."""
+    for their partitions; ``out.oob_leaf[t]`` is set to -1 (a leaf overwrites its out-of-bag samples' entries)."""
+    n = data.n_samples if wanted else 0
+    oob = np.empty(n, dtype=np.int64)
     n_oob = 0
-    if wanted:
-        for i in range(data.n_samples):
-            if drawn[i] > 0:
-                out.oob_leaf[t, i] = -1
-            else:
-                n_oob += 1
-    oob = np.empty(n_oob, dtype=np.int64)
-    q = 0
-    if wanted:
-        for i in range(data.n_samples):
-            if drawn[i] == 0:
-                oob[q] = i
-                q += 1
-    return oob, np.empty(n_oob, dtype=np.int64)
+    for i in range(n):
+        out.oob_leaf[t, i] = -1
+        oob[n_oob] = i
+        n_oob += np.int64(drawn[i] == 0)
+    return oob[:n_oob], np.empty(n_oob, dtype=np.int64)
 
 
 @njit(inline="always")
