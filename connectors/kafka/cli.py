@@ -177,8 +177,8 @@ def register(subparsers: Any) -> None:
                         "a join may wait (the rebalance timeout): above the longest a poll's messages take")
     p.add_argument("--stall-timeout", type=float, default=60.0,
                    help="seconds joining or rebalancing, or with an input partition in nobody's hands, before the "
-                        "worker leaves the group and joins it again with a new consumer (above the session timeout "
-                        "and the longest one message takes)")
+                        "worker removes that partition's holder, leaves the group and joins it again with a new "
+                        "consumer (above the session timeout and the longest one message takes)")
     p.add_argument("--exit-when-idle", type=float, metavar="SECONDS",
                    help="stop cleanly after this long with nothing consumed (joining or rebalancing not counted)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")

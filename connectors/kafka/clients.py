@@ -8,14 +8,16 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.admin import NewTopic
+from kafka.admin import MemberToRemove, NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
+from kafka.protocol.admin import DescribeGroupsRequest
 
 from streamforest.connectors.kafka import blocks
 from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfig
@@ -230,6 +232,73 @@ class TrackedProducer:
 
 def admin(config: WorkerConfig) -> KafkaAdminClient:
     return KafkaAdminClient(bootstrap_servers=config.bootstrap_servers, **config.client)
+
+
+class _GroupAdmin(KafkaAdminClient):
+    """An admin client whose DescribeGroups does not ask for the caller's authorized operations: Tansu answers
+    operation codes kafka-python has no name for (a ValueError in the response's decoding), and the worker needs
+    the members only."""
+
+    def _describe_groups_request(self, group_ids: Any) -> Any:
+        return DescribeGroupsRequest(groups=list(group_ids), include_authorized_operations=False)
+
+    def _process_acl_operations(self, obj: dict) -> dict:
+        obj["authorized_operations"] = None
+        return obj
+
+
+def group_admin(config: WorkerConfig) -> KafkaAdminClient:
+    """The admin client of :func:`group_members` and :func:`remove_members`."""
+    return _GroupAdmin(bootstrap_servers=config.bootstrap_servers, request_timeout_ms=OFFSETS_TIMEOUT_MS,
+                       **config.client)
+
+
+@dataclass(frozen=True)
+class Member:
+    """A member of a consumer group as its coordinator describes it.
+
+    Parameters
+    ----------
+    member_id
+        The id the coordinator gave the member.
+    instance_id
+        Its ``group.instance.id`` (static membership); ``None`` for a dynamic member or when not reported.
+    partitions
+        The partitions of the topic asked about that the coordinator assigned to it; ``None`` when the coordinator
+        does not report assignments (Tansu reports members only).
+    """
+
+    member_id: str
+    instance_id: str | None = None
+    partitions: frozenset[int] | None = None
+
+
+def group_members(client: KafkaAdminClient, group_id: str, topic: str) -> list[Member]:
+    """The members of ``group_id`` (DescribeGroups), with their assigned partitions of ``topic`` where reported."""
+    group = client.describe_groups([group_id])[group_id]
+    if group.get("error"):
+        raise KafkaError(f"describing group {group_id} failed: {group['error']}")
+    members = []
+    for m in group["members"]:
+        assignment = m.get("member_assignment")
+        partitions = None
+        if isinstance(assignment, dict):
+            partitions = frozenset(p for t in assignment.get("assigned_partitions") or [] if t["topic"] == topic
+                                   for p in t["partitions"])
+        members.append(Member(m["member_id"], m.get("group_instance_id"), partitions))
+    return members
+
+
+def remove_members(client: KafkaAdminClient, group_id: str, members: Iterable[Member]) -> dict[str, str]:
+    """Remove ``members`` from ``group_id`` in one LeaveGroup v3+ request (KIP-345's batch leave, what
+    ``kafka-consumer-groups --delete`` and the Java AdminClient's ``removeMembersFromConsumerGroup`` send): the
+    coordinator rebalances at once instead of waiting for a dead static member. Returns each member id's error
+    name (``NoError``: removed)."""
+    leaving = [MemberToRemove(member_id=m.member_id, group_instance_id=m.instance_id) for m in members]
+    if not leaving:
+        return {}
+    result = client.remove_group_members(group_id, leaving)
+    return {str(k): v.__name__ for k, v in result.items()}
 
 
 def ensure_topics(config: WorkerConfig) -> None:

@@ -87,8 +87,9 @@ class WorkerConfig:
         that long (a JoinGroup the coordinator never answers), or when an input partition with records to read has
         been in nobody's hands that long (its committed offset stands still: a dead member the coordinator does not
         expire), it logs it, counts it (``streamforest_kafka_group_stalls_total``), hands its partitions over,
-        closes its consumer and joins the group again with a new one (the same ``instance_id``). Keep it above the
-        session timeout and above the longest one input message takes, or a slow member looks stalled.
+        removes such a partition's holder from the group (and itself, when static), closes its consumer and joins
+        the group again with a new one (the same ``instance_id``). Keep it above the session timeout and above the
+        longest one input message takes, or a slow member looks stalled.
     instance_id
         Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
         once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).

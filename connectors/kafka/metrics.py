@@ -51,6 +51,10 @@ class WorkerMetrics:
         self.group_stalls = Counter("streamforest_kafka_group_stalls",
                                     "Times the worker found its group stalled (a join never answered, input in "
                                     "nobody's hands) and left and joined it again", registry=r)
+        self.members_removed = Counter("streamforest_kafka_group_members_removed",
+                                       "Members the worker removed from its group (LeaveGroup by member id): each "
+                                       "held an input partition whose records stood still for the stall timeout",
+                                       registry=r)
         self.restore_seconds = Histogram("streamforest_kafka_restore_seconds",
                                          "Time to restore a partition's state from the changelog",
                                          buckets=SECONDS_BUCKETS, registry=r)

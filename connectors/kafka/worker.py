@@ -9,7 +9,10 @@ so restores happen in the loop, not inside the rebalance callback.
 The worker does not rely on the group coordinator to end every wait: when it has been joining or rebalancing for
 ``stall_timeout`` seconds, or an input partition with records to read has been in nobody's hands that long (its
 committed offset stands still), it hands its partitions over, closes its consumer and joins again with a new one
-(:meth:`Worker._rejoin`).
+(:meth:`Worker._rejoin`). In the second case it first removes from the group the member that holds the partition
+and, when static, itself (:meth:`Worker._remove_holders`): a coordinator that keeps a dead static member (noida-db
+for ever, Tansu for the rebalance timeout or longer) would otherwise give the partition back to it, and a static
+member's rejoin alone is no membership change.
 """
 
 from __future__ import annotations
@@ -71,7 +74,10 @@ class Worker:
         #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
         self._waiting: dict[tuple[int, int, int], bool] = {}
         self.next_group_check = 0.0
+        #: Whether the group has formed with this worker in it (it was a stable member or was given partitions).
+        self.was_member = False
         self.probe: Any = None
+        self.admin: Any = None
         self.producer: KafkaProducer | None = None  # at-least-once: one idempotent producer for every partition
         self.messages = 0
         #: Last time anything happened (records, a rebalance, a task started or restarted): ``--exit-when-idle``.
@@ -103,8 +109,10 @@ class Worker:
         self.consumer = clients.consumer(self.config)
         self.consumer.subscribe([self.config.topics.input], listener=_Listener(self))
         self.poller = clients.QuietPoller(self.consumer)
+        # ``others`` is kept: how long a partition's committed offset has stood still does not depend on this
+        # worker's membership, and a stall that outlasts several rejoins must still name its holder.
         self.unsettled_since = time.monotonic()
-        self.others.clear()
+        self.next_group_check = 0.0
 
     def _loop(self) -> None:
         last_commit = time.monotonic()
@@ -159,7 +167,7 @@ class Worker:
             self._update_lag()
             stall = self._stalled()
             if stall is not None:
-                self._rejoin(stall)
+                self._rejoin(*stall)
                 continue
             idle = self.config.exit_when_idle
             if idle is not None and self._idle_seconds() >= idle and not self._behind() and not self._others_behind():
@@ -180,48 +188,62 @@ class Worker:
 
     # ------------------------------------------------------------------ the group's progress
 
-    def _stalled(self) -> str | None:
-        """Why the group keeps this worker waiting beyond ``stall_timeout`` (``None``: it does not)."""
+    def _stalled(self) -> tuple[str, list[int]] | None:
+        """Why the group keeps this worker waiting beyond ``stall_timeout``, and the input partitions that stood still
+        with records in other hands (or none) that long (``None``: it does not keep the worker waiting).
+
+        Once the group has formed with this worker in it, the partitions are watched in a rebalance too: a
+        coordinator that waits for a dead static member keeps the survivor's join waiting, and the dead member is
+        the one whose partitions stand still. Before that (the group forming) nothing has moved yet, so nothing is
+        evidence."""
         now = time.monotonic()
         limit = self.config.stall_timeout
-        if self.consumer.group_metadata().state != MemberState.STABLE:
+        stable = self.consumer.group_metadata().state == MemberState.STABLE
+        self.was_member = self.was_member or stable
+        stalled: list[int] = []
+        if self.was_member:
+            if now >= self.next_group_check:
+                self.next_group_check = now + min(GROUP_CHECK_SECONDS, limit / 4)
+                try:
+                    self._watch_others(now)
+                except KafkaError as exc:
+                    log.warning("the group's offsets are unavailable (%s): checked again later", exc)
+            mine = {tp.partition for tp in self.consumer.assignment()}  # given to this worker since the last watch
+            stalled = [p for p, (committed, end, since) in sorted(self.others.items())
+                       if p not in mine and now - since >= limit and self._records_waiting(p, committed, end)]
+        if not stable:
             if self.unsettled_since is None:
                 self.unsettled_since = now
             if now - self.unsettled_since >= limit:
-                return f"joining or rebalancing for {now - self.unsettled_since:.0f} s"
+                return f"joining or rebalancing for {now - self.unsettled_since:.0f} s", stalled
             return None
         self.unsettled_since = None
-        if now < self.next_group_check:
+        if not stalled:
             return None
-        self.next_group_check = now + min(GROUP_CHECK_SECONDS, limit / 4)
-        try:
-            self._watch_others(now)
-        except KafkaError as exc:
-            log.warning("the group's offsets are unavailable (%s): checked again later", exc)
-            return None
-        for p, (committed, end, since) in sorted(self.others.items()):
-            if now - since >= limit and self._records_waiting(p, committed, end):
-                return (f"partition {p} has records from offset {committed} on and its committed offset has not "
-                        f"moved for {now - since:.0f} s")
-        return None
+        committed, _, since = self.others[stalled[0]]
+        return (f"partition {stalled[0]} has records from offset {committed} on and its committed offset has not "
+                f"moved for {now - since:.0f} s"), stalled
 
     def _watch_others(self, now: float) -> None:
         """Record, for each input partition another member holds (or nobody does) with records past its committed
-        offset, that offset and since when it stands still."""
+        offset, that offset and since when it stands still. The group's offsets come from the admin client and the
+        partitions' ends from the probe: neither waits on this worker's own join."""
         mine = {tp.partition for tp in self.consumer.assignment()}
         parts = self.consumer.partitions_for_topic(self.config.topics.input) or set()
         tps = self._tps(sorted(p for p in parts if p not in mine))
         if not tps:
             self.others.clear()
             return
-        ends = self.consumer.end_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
-        begins = self.consumer.beginning_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+        probe = self._probe()
+        ends = probe.end_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+        begins = probe.beginning_offsets(tps, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
+        offsets = self._admin().list_group_offsets({self.config.group_id: tps}).get(self.config.group_id, {})
         watched = {}
         for tp in tps:
-            committed = self.consumer.committed(tp, timeout_ms=clients.OFFSETS_TIMEOUT_MS)
-            committed = max(committed if committed is not None else 0, begins[tp])
+            found = offsets.get(tp)
+            committed = max(found.offset if found is not None and found.offset >= 0 else 0, begins[tp])
             if committed >= ends[tp]:
-                ends[tp] = log_end(self._probe(), tp, ends[tp])  # a broker may report its end short
+                ends[tp] = log_end(probe, tp, ends[tp])  # a broker may report its end short
                 if committed >= ends[tp]:
                     continue
             seen = self.others.get(tp.partition)
@@ -263,12 +285,16 @@ class Worker:
             return True
         return False
 
-    def _rejoin(self, why: str) -> None:
+    def _rejoin(self, why: str, stalled: list[int]) -> None:
         """Leave the group and join it again with a new consumer: the coordinator starts the member afresh
-        instead of leaving it to wait out the rebalance timeout (``max_poll_interval``, minutes)."""
+        instead of leaving it to wait out the rebalance timeout (``max_poll_interval``, minutes). ``stalled``:
+        input partitions that stood still with records in other hands, whose holders are removed first."""
         self.metrics.group_stalls.inc()
-        log.warning("group %s stalled: %s: handing partitions over and joining again", self.config.group_id, why)
+        log.warning("group %s stalled: %s (input partitions standing still with records: %s): handing partitions "
+                    "over and joining again", self.config.group_id, why, stalled or "none")
         self.revoked(sorted(set(self.tasks) | set(self.pending)))
+        if stalled:
+            self._remove_holders(stalled)
         old = self.consumer
         try:
             clients.bounded(old.close, "leave group", seconds=10.0)
@@ -283,6 +309,54 @@ class Worker:
                 time.sleep(RETRY_SECONDS)
         self.consumer = None
 
+    def _remove_holders(self, stalled: list[int]) -> None:
+        """Remove from the group the members holding ``stalled`` and, for a static member, this worker itself.
+
+        Called only for partitions that had records waiting and a committed offset standing still for the whole
+        ``stall_timeout``: their holder is dead or stuck. A coordinator that reports assignments names the holders;
+        one that does not (Tansu) leaves the other member when there is only one (in a larger group no other member
+        is removed: a live one would be put out for nothing). A static member's own removal makes its rejoin a
+        membership change: otherwise the coordinator hands it its old assignment back without a rebalance
+        (KIP-345), and the partitions stay with the dead member. A dynamic member leaves when its consumer closes.
+        """
+        me = self.consumer.group_metadata().member_id
+        try:
+            members = clients.group_members(self._admin(), self.config.group_id, self.config.topics.input)
+        except (KafkaError, ValueError) as exc:
+            log.warning("the group's members are unavailable (%s): joining again without removing any", exc)
+            return
+        others = [m for m in members if m.member_id != me]
+        if any(m.partitions is not None for m in others):
+            holders = [m for m in others if m.partitions and m.partitions & set(stalled)]
+        else:
+            holders = others if len(others) == 1 else []
+        leaving = list(holders)
+        if self.config.instance_id is not None and me:
+            leaving.append(clients.Member(me, self.config.instance_id))
+        try:
+            removed = clients.remove_members(self._admin(), self.config.group_id, leaving)
+        except KafkaError as exc:
+            log.warning("removing members from the group failed (%s): joining again", exc)
+            return
+        for m in holders:
+            result = removed.get(m.member_id, "no answer")
+            log.warning("removed member %s (instance %s), holder of stalled partitions %s, from group %s: %s",
+                        m.member_id, m.instance_id, stalled, self.config.group_id, result)
+            if result == "NoError":
+                self.metrics.members_removed.inc()
+        if not holders:
+            log.warning("no member of group %s named as the holder of stalled partitions %s (members: %s)",
+                        self.config.group_id, stalled, ", ".join(m.member_id for m in members) or "none")
+        if self.config.instance_id is not None and me:
+            log.info("left group %s as member %s so that joining again is a membership change: %s",
+                     self.config.group_id, me, removed.get(me, "no answer"))
+
+    def _admin(self) -> Any:
+        """The admin client that describes the group and removes members (made when first needed)."""
+        if self.admin is None:
+            self.admin = clients.group_admin(self.config)
+        return self.admin
+
     def _shutdown(self) -> None:
         for task in list(self.tasks.values()):
             self._commit(task, force_state=True)
@@ -292,6 +366,8 @@ class Worker:
             self.producer.close(timeout=10)
         if self.probe is not None:
             self.probe.close()
+        if self.admin is not None:
+            self.admin.close()
         if self.consumer is not None:
             self.consumer.close()
         log.info("worker stopped after %d messages", self.messages)
@@ -300,6 +376,7 @@ class Worker:
 
     def assigned(self, partitions: list[int]) -> None:
         self.metrics.rebalances.inc()
+        self.was_member = self.was_member or bool(partitions)
         self.last_activity = time.monotonic()
         for p in partitions:
             task = self.tasks.pop(p, None)

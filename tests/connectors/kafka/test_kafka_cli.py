@@ -12,7 +12,7 @@ METRICS = {
     "streamforest_consumer_lag_records", "streamforest_kafka_records_in_total", "streamforest_kafka_records_out_total",
     "streamforest_kafka_dead_letters_total", "streamforest_kafka_commits_total",
     "streamforest_kafka_transactions_aborted_total", "streamforest_kafka_rebalances_total",
-    "streamforest_kafka_group_stalls_total",
+    "streamforest_kafka_group_stalls_total", "streamforest_kafka_group_members_removed_total",
     "streamforest_kafka_restore_seconds", "streamforest_kafka_state_bytes", "streamforest_process_seconds",
 }
 
