@@ -18,6 +18,7 @@ from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssi
 from kafka.errors import KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
 from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from streamforest.connectors.kafka import blocks
 from streamforest.connectors.kafka.config import COMPACTED, OUTPUTS, WorkerConfig
@@ -48,7 +49,34 @@ def consumer(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
         session_timeout_ms=config.session_timeout_ms, heartbeat_interval_ms=max(500, config.session_timeout_ms // 5),
         max_poll_interval_ms=config.max_poll_interval_ms, group_instance_id=config.instance_id, **config.client)
     settings.update(overrides)
-    return KafkaConsumer(**settings)
+    c = KafkaConsumer(**settings)
+    _tolerate_empty_assignment(c)
+    return c
+
+
+#: The bytes of an assignment of no partitions (what a SyncGroup answer should carry for a member given nothing).
+EMPTY_ASSIGNMENT = ConsumerProtocolAssignment(version=0, assigned_partitions=[], user_data=b"").encode()
+
+
+def _tolerate_empty_assignment(consumer: KafkaConsumer) -> None:
+    """Make ``consumer`` take a SyncGroup answer with no assignment bytes as an assignment of nothing, and join
+    again at once. noida-db answers so when a static member restarts into a generation whose leader assigned its
+    predecessor's member id; kafka-python would fail to decode the empty bytes and leave its join half done. The
+    rejoin (a JoinGroup under the member id just given) makes the coordinator rebalance with this member in it."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    complete = getattr(coordinator, "_on_join_complete_async", None)
+    if complete is None or not hasattr(coordinator, "request_rejoin"):
+        return
+
+    async def on_join_complete(generation: int, member_id: str, protocol: str, assignment: bytes) -> None:
+        if assignment:
+            return await complete(generation, member_id, protocol, assignment)
+        log.warning("generation %s of group %s gave member %s no assignment at all: joining again", generation,
+                    coordinator.group_id, member_id)
+        await complete(generation, member_id, protocol, EMPTY_ASSIGNMENT)
+        coordinator.request_rejoin()
+
+    coordinator._on_join_complete_async = on_join_complete
 
 
 class QuietPoller:

@@ -18,13 +18,15 @@ member's rejoin alone is no membership change.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
+import zlib
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import FencedInstanceIdError, KafkaError
 from kafka.structs import MemberState
 
 from streamforest.connectors.kafka import clients
@@ -40,6 +42,8 @@ RETRY_SECONDS = 1.0
 POLL_SECONDS = 0.2
 #: Longest interval between two looks at the progress of the input partitions other members hold.
 GROUP_CHECK_SECONDS = 2.0
+#: Most times the stall timeout a worker waits before its next rejoin after stalls in a row (the back-off doubles).
+STALL_BACKOFF_MAX = 4
 
 
 class Worker:
@@ -69,8 +73,17 @@ class Worker:
         #: Since when the consumer has not been a stable member (``None``: it is one).
         self.unsettled_since: float | None = time.monotonic()
         #: Input partitions others hold (or nobody does) with records to read -> (committed offset, end offset, since
-        #: when the committed offset stands still).
+        #: when the committed offset stands still under the same holder).
         self.others: dict[int, tuple[int, int, float]] = {}
+        #: Input partition -> the last holder DescribeGroups named for it (:meth:`_holders`).
+        self.holders: dict[int, tuple[str, ...]] = {}
+        #: Stalls with less than a stall timeout settled in between: each lengthens the wait before the next and
+        #: the time out of the group (bounded).
+        self.stalls_in_row = 0
+        #: Since when the worker is a stable member with every assigned partition started (``None``: it is not).
+        self.settled_since: float | None = None
+        #: (generation, member id) last seen: a new one is the coordinator answering, not a stall.
+        self.generation: tuple[int, str] | None = None
         #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
         self._waiting: dict[tuple[int, int, int], bool] = {}
         self.next_group_check = 0.0
@@ -131,6 +144,11 @@ class Worker:
                     batch = self.consumer.poll(timeout_ms=int(wait * 1000))
                 else:
                     batch = self.poller.poll(wait)
+            except FencedInstanceIdError as exc:
+                # The member was removed (by another worker's defence) while its join was in flight: kafka-python
+                # gives such a consumer up for good, so a new one takes the same instance id.
+                self._rejoin(f"the coordinator fenced this member ({exc})", [])
+                continue
             except KafkaError as exc:
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()
@@ -188,17 +206,42 @@ class Worker:
 
     # ------------------------------------------------------------------ the group's progress
 
+    def _stall_limit(self) -> float:
+        """How long a wait counts as a stall: ``stall_timeout``, doubled for each stall in a row up to
+        ``STALL_BACKOFF_MAX`` times, and lengthened by up to a quarter by a fraction fixed per member. Two members
+        that each find the other stalled (a rejoin is a rebalance the other must wait out) then do not act in step
+        for ever: their waits drift apart and grow until one rebalance is left to finish."""
+        return self.config.stall_timeout * min(2 ** self.stalls_in_row, STALL_BACKOFF_MAX) * self._spread()
+
+    def _spread(self) -> float:
+        """This member's factor between 1 and 1.25 (a hash of its instance id, or of its process id)."""
+        who = self.config.instance_id or str(os.getpid())
+        return 1 + (zlib.crc32(f"{self.config.group_id}/{who}".encode()) % 1000) / 4000
+
     def _stalled(self) -> tuple[str, list[int]] | None:
-        """Why the group keeps this worker waiting beyond ``stall_timeout``, and the input partitions that stood still
-        with records in other hands (or none) that long (``None``: it does not keep the worker waiting).
+        """Why the group keeps this worker waiting beyond the stall limit (:meth:`_stall_limit`), and the input
+        partitions that stood still with records in other hands (or none) that long (``None``: it does not keep
+        the worker waiting).
 
         Once the group has formed with this worker in it, the partitions are watched in a rebalance too: a
         coordinator that waits for a dead static member keeps the survivor's join waiting, and the dead member is
         the one whose partitions stand still. Before that (the group forming) nothing has moved yet, so nothing is
-        evidence."""
+        evidence. A join counts as stalled from its start or the last generation the coordinator gave the member,
+        whichever is later: a new generation is the coordinator answering."""
         now = time.monotonic()
-        limit = self.config.stall_timeout
-        stable = self.consumer.group_metadata().state == MemberState.STABLE
+        limit = self._stall_limit()
+        meta = self.consumer.group_metadata()
+        stable = meta.state == MemberState.STABLE
+        if (meta.generation_id, meta.member_id) != self.generation:
+            self.generation = (meta.generation_id, meta.member_id)
+            if not stable:
+                self.unsettled_since = now
+        if not (stable and not self.pending):
+            self.settled_since = None
+        elif self.settled_since is None:
+            self.settled_since = now
+        elif now - self.settled_since >= self.config.stall_timeout:
+            self.stalls_in_row = 0  # settled for a whole stall timeout: the stalls in a row are over
         self.was_member = self.was_member or stable
         stalled: list[int] = []
         if self.was_member:
@@ -226,8 +269,10 @@ class Worker:
 
     def _watch_others(self, now: float) -> None:
         """Record, for each input partition another member holds (or nobody does) with records past its committed
-        offset, that offset and since when it stands still. The group's offsets come from the admin client and the
-        partitions' ends from the probe: neither waits on this worker's own join."""
+        offset, that offset and since when it stands still under the same holder (:meth:`_holders`): a member
+        that has just been given a partition (a restarted one restoring it) has the whole stall timeout to move it.
+        The group's offsets come from the admin client and the partitions' ends from the probe: neither waits on
+        this worker's own join."""
         mine = {tp.partition for tp in self.consumer.assignment()}
         parts = self.consumer.partitions_for_topic(self.config.topics.input) or set()
         tps = self._tps(sorted(p for p in parts if p not in mine))
@@ -249,7 +294,35 @@ class Worker:
             seen = self.others.get(tp.partition)
             since = seen[2] if seen is not None and seen[0] == committed else now
             watched[tp.partition] = (committed, ends[tp], since)
+        for p, holder in self._holders(sorted(watched)).items():
+            if not holder:
+                continue  # nobody named (a rebalance going on, or the partition in nobody's hands): no new holder
+            if holder != self.holders.get(p, holder):
+                committed, end, _ = watched[p]
+                watched[p] = (committed, end, now)
+            self.holders[p] = holder
         self.others = watched
+
+    def _holders(self, partitions: list[int]) -> dict[int, tuple[str, ...]]:
+        """Who holds each of ``partitions`` as the coordinator describes the group: the member ids it assigned the
+        partition to (``()``: nobody) or, from a coordinator that reports no assignments (Tansu), the other members.
+        A partition is left out when the group cannot be described or this worker's own id is not known yet."""
+        if not partitions:
+            return {}
+        me = self.consumer.group_metadata().member_id
+        try:
+            members = clients.group_members(self._admin(), self.config.group_id, self.config.topics.input)
+        except (KafkaError, ValueError) as exc:
+            log.warning("the group's members are unavailable (%s): checked again later", exc)
+            return {}
+        others = [m for m in members if m.member_id != me]
+        if any(m.partitions is not None for m in others):
+            return {p: tuple(sorted(m.member_id for m in others if m.partitions and p in m.partitions))
+                    for p in partitions}
+        if not me:
+            return {}
+        everyone = tuple(sorted(m.member_id for m in others))
+        return dict.fromkeys(partitions, everyone)
 
     def _records_waiting(self, partition: int, offset: int, end: int) -> bool:
         """Whether a committed input record is there to read at or after ``offset`` (not only a transaction's
@@ -290,16 +363,21 @@ class Worker:
         instead of leaving it to wait out the rebalance timeout (``max_poll_interval``, minutes). ``stalled``:
         input partitions that stood still with records in other hands, whose holders are removed first."""
         self.metrics.group_stalls.inc()
-        log.warning("group %s stalled: %s (input partitions standing still with records: %s): handing partitions "
-                    "over and joining again", self.config.group_id, why, stalled or "none")
+        self.stalls_in_row += 1
+        log.warning("group %s stalled (%d in a row): %s (input partitions standing still with records: %s): handing "
+                    "partitions over and joining again; the next stall counts after %.0f s", self.config.group_id,
+                    self.stalls_in_row, why, stalled or "none", self._stall_limit())
         self.revoked(sorted(set(self.tasks) | set(self.pending)))
-        if stalled:
+        if stalled or self.config.instance_id is not None:
             self._remove_holders(stalled)
         old = self.consumer
         try:
             clients.bounded(old.close, "leave group", seconds=10.0)
         except Exception as exc:  # a broker gone or a join in flight: the new consumer replaces the member anyway
             log.warning("closing the stalled consumer failed: %s", exc)
+        # Out of the group, the others' rebalance can end without this worker and they go on with every partition;
+        # after stalls in a row it stays out longer before joining again (what ends a cycle of stalls).
+        self.stopping.wait(self._rejoin_pause())
         while not self.stopping.is_set():
             try:
                 self._join()
@@ -309,22 +387,30 @@ class Worker:
                 time.sleep(RETRY_SECONDS)
         self.consumer = None
 
+    def _rejoin_pause(self) -> float:
+        """How long a worker stays out of the group before joining again: nothing after a first stall, then one
+        session timeout more for each stall in a row, up to ``stall_timeout``, lengthened like the stall limit."""
+        steps = self.stalls_in_row - 1
+        return min(steps * self.config.session_timeout_ms / 1000, self.config.stall_timeout) * self._spread()
+
     def _remove_holders(self, stalled: list[int]) -> None:
         """Remove from the group the members holding ``stalled`` and, for a static member, this worker itself.
 
-        Called only for partitions that had records waiting and a committed offset standing still for the whole
-        ``stall_timeout``: their holder is dead or stuck. A coordinator that reports assignments names the holders;
-        one that does not (Tansu) leaves the other member when there is only one (in a larger group no other member
-        is removed: a live one would be put out for nothing). A static member's own removal makes its rejoin a
-        membership change: otherwise the coordinator hands it its old assignment back without a rebalance
-        (KIP-345), and the partitions stay with the dead member. A dynamic member leaves when its consumer closes.
+        ``stalled``: partitions that had records waiting and a committed offset standing still under the same
+        holder for the whole stall limit: their holder is dead or stuck. A coordinator that reports assignments
+        names the holders; one that does not (Tansu) leaves the other member when there is only one (in a larger
+        group no other member is removed: a live one would be put out for nothing). A static member's own removal
+        makes its rejoin a membership change: otherwise the coordinator hands it its old assignment back without a
+        rebalance (KIP-345), and the partitions stay with the dead member; and the others' rebalance ends without
+        waiting for it. A dynamic member leaves when its consumer closes.
         """
         me = self.consumer.group_metadata().member_id
-        try:
-            members = clients.group_members(self._admin(), self.config.group_id, self.config.topics.input)
-        except (KafkaError, ValueError) as exc:
-            log.warning("the group's members are unavailable (%s): joining again without removing any", exc)
-            return
+        members: list[clients.Member] = []
+        if stalled:
+            try:
+                members = clients.group_members(self._admin(), self.config.group_id, self.config.topics.input)
+            except (KafkaError, ValueError) as exc:
+                log.warning("the group's members are unavailable (%s): removing none of them", exc)
         others = [m for m in members if m.member_id != me]
         if any(m.partitions is not None for m in others):
             holders = [m for m in others if m.partitions and m.partitions & set(stalled)]
@@ -344,7 +430,7 @@ class Worker:
                         m.member_id, m.instance_id, stalled, self.config.group_id, result)
             if result == "NoError":
                 self.metrics.members_removed.inc()
-        if not holders:
+        if stalled and not holders:
             log.warning("no member of group %s named as the holder of stalled partitions %s (members: %s)",
                         self.config.group_id, stalled, ", ".join(m.member_id for m in members) or "none")
         if self.config.instance_id is not None and me:
