@@ -7,12 +7,14 @@ replays the input from the last committed state. Assigned partitions wait (pause
 so restores happen in the loop, not inside the rebalance callback.
 
 The worker does not rely on the group coordinator to end every wait: when it has been joining or rebalancing for
-``stall_timeout`` seconds, or an input partition with records to read has been in nobody's hands that long (its
-committed offset stands still), it hands its partitions over, closes its consumer and joins again with a new one
-(:meth:`Worker._rejoin`). In the second case it first removes from the group the member that holds the partition
-and, when static, itself (:meth:`Worker._remove_holders`): a coordinator that keeps a dead static member (noida-db
-for ever, Tansu for the rebalance timeout or longer) would otherwise give the partition back to it, and a static
-member's rejoin alone is no membership change.
+``stall_timeout`` seconds since its last generation, or an input partition with records to read has been in other
+hands (or none) that long under the same holder with its committed offset standing still, it hands its partitions
+over, closes its consumer and joins again with a new one (:meth:`Worker._rejoin`). It first removes from the group
+the member that holds such a partition and, when static, itself (:meth:`Worker._remove_holders`): a coordinator
+that keeps a dead static member (noida-db for ever, Tansu for the rebalance timeout or longer) would otherwise give
+the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a row lengthen the
+wait before the next one and the time out of the group (:meth:`Worker._stall_limit`, :meth:`Worker._rejoin_pause`):
+two members whose rejoins keep stalling each other drift apart, and the others' rebalance ends while one is out.
 """
 
 from __future__ import annotations

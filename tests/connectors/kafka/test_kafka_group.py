@@ -96,17 +96,16 @@ def _restored(w: WorkerProcess) -> set[int]:
     return {int(m.group(1)) for line in w.lines if (m := re.search(r"partition (\d+): restored", line))}
 
 
-def _taken_over(w: WorkerProcess, partitions: set[int], since: float) -> float:
-    """Seconds from ``since`` (epoch) to when the worker had started every one of ``partitions`` (its log's times)."""
-    starts = {}
-    for line in w.lines:
-        m = re.search(r"partition (\d+): restored", line)
-        if m and int(m.group(1)) in partitions:
-            stamp = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
-            if stamp >= since:
-                starts.setdefault(int(m.group(1)), stamp)
-    assert set(starts) == partitions, w.log()
-    return max(starts.values()) - since
+def _log_time(line: str) -> float:
+    """The epoch seconds of a worker's log line."""
+    return time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S")) + int(line[20:23]) / 1000
+
+
+def _taken_over(w: WorkerProcess, since: float) -> float:
+    """Seconds from ``since`` (epoch) to the worker's last start of a partition after it (from its log)."""
+    starts = [_log_time(line) for line in w.lines if "restored" in line and _log_time(line) >= since]
+    assert starts, w.log()
+    return max(starts) - since
 
 
 def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: bool | None = False) -> None:
@@ -222,9 +221,11 @@ def test_restarted_static_member(static_broker, reference):
 
 
 def test_failover_static(static_broker, reference):
-    """Two static members, one SIGKILLed for good: the survivor finds the dead member's partitions standing still
-    with records, removes that member and itself, joins again, is given them and writes every record
-    (exactly-once on noida-db), within three stall timeouts of the kill."""
+    """Two static members, one SIGKILLed for good: the survivor is given the dead member's partitions within three
+    stall timeouts of the kill and writes every record (exactly-once on noida-db). noida-db never expires the dead
+    member: the survivor finds its partitions standing still with records, removes it (named by DescribeGroups'
+    assignments) and itself, and joins again. Tansu expires it after a while or the same defence does; when the
+    survivor removes members there, every removal is answered."""
     name, b = static_broker
     prefix = _unique(f"static-failover-{name}")
     ws = _one_killed(b, prefix, reference[0], True, *_guarantee(name), "--exit-when-idle", "3")
@@ -232,11 +233,12 @@ def test_failover_static(static_broker, reference):
     survivor = ws["2"]
     wait_all([survivor])
     assert _restored(survivor) == {0, 1, 2, 3}, survivor.log()
-    taken = _taken_over(survivor, _restored(ws["1"]), killed)
+    taken = _taken_over(survivor, killed)
     assert taken < 3 * STALL_TIMEOUT, f"taken over {taken:.0f} s after the kill\n{survivor.log()}"
-    _check(b, prefix, reference, [survivor], exactly_once=name == "broker", defended=True)
+    noida = name == "broker"
+    _check(b, prefix, reference, [survivor], exactly_once=noida, defended=True if noida else None)
     removed = [line for line in survivor.lines if "removed member" in line]
-    assert removed and all("NoError" in line for line in removed), survivor.log()
-    if name == "broker":  # noida-db names each member's instance and assignment; Tansu reports neither
+    assert all("NoError" in line for line in removed), survivor.log()
+    if noida:  # noida-db names each member's instance and assignment
         assert any("(instance 1)" in line for line in removed), survivor.log()
         assert not any("(instance 2)" in line for line in removed), survivor.log()
