@@ -1,11 +1,13 @@
 """The consumer group's paths: members that die, come back or join, and broker restarts.
 
-On Tansu (``tansu``), whose coordinator expires dead members and answers held joins: the group does the failover,
-so every test also checks that no worker had to defend itself (no ``stalled`` line). Tansu's read_committed shows
-aborted records, so the workers run at-least-once there: every record at least once, the final model exact.
+On Tansu (``tansu``), whose coordinator expires dead dynamic members and answers held joins: the group does the
+failover of dynamic members, so those tests also check that no worker had to defend itself (no ``stalled`` line).
+Tansu's read_committed shows aborted records, so the workers run at-least-once there: every record at least once,
+the final model exact.
 
-On noida-db (``broker``), whose coordinator loses wake-ups and keeps dead static members (docs/kafka.md): the same
-paths pass through the worker's own defence (``--stall-timeout``), exactly-once.
+Static members (``--instance-id``) on both brokers (``static_broker``): noida-db (exactly-once) never expires a
+dead static member and loses wake-ups (docs/kafka.md), so its paths pass through the worker's own defence
+(``--stall-timeout``); Tansu takes a while to expire one.
 
 No test restarts a worker that waits on its group, and none moves the workers to a fresh group.
 """
@@ -132,7 +134,7 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
 def test_failover(tansu, reference):
     """One of two dynamic members is SIGKILLed for good: after the session timeout the survivor is given its
     partitions, restores their state and writes every record, with no rejoin of its own. (Static members:
-    ``test_failover_static_defended``, on noida-db; on Tansu it is not reliable, docs/kafka.md says why.)"""
+    ``test_failover_static``.)"""
     prefix = _unique("failover")
     ws = _one_killed(tansu, prefix, reference[0], False, *AT_LEAST_ONCE, "--exit-when-idle", "3")
     wait_all([ws["2"]])
@@ -142,7 +144,7 @@ def test_failover(tansu, reference):
 
 def test_restarted_member(tansu, reference):
     """A dynamic member (as docker/compose.yaml runs them) SIGKILLed and started again is given partitions again;
-    the records are all written. (A static member's restart: ``test_restarted_member_defended``.)"""
+    the records are all written. (A static member's restart: ``test_restarted_static_member``.)"""
     prefix = _unique("restart-member")
     args = (*AT_LEAST_ONCE, "--exit-when-idle", "3")
     ws = _one_killed(tansu, prefix, reference[0], False, *args)
