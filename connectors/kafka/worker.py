@@ -307,8 +307,10 @@ class Worker:
 
     def _holders(self, partitions: list[int]) -> dict[int, tuple[str, ...]]:
         """Who holds each of ``partitions`` as the coordinator describes the group: the member ids it assigned the
-        partition to (``()``: nobody) or, from a coordinator that reports no assignments (Tansu), the other members.
-        A partition is left out when the group cannot be described or this worker's own id is not known yet."""
+        partition to (``()``: nobody) or, from a coordinator that reports no assignments (Tansu), the other members
+        and this worker's generation (a rebalance may have moved the partition to any of them, and a restarted
+        member is given its partitions only when that rebalance ends). A partition is left out when the group
+        cannot be described or this worker's own id is not known yet."""
         if not partitions:
             return {}
         me = self.consumer.group_metadata().member_id
@@ -321,9 +323,10 @@ class Worker:
         if any(m.partitions is not None for m in others):
             return {p: tuple(sorted(m.member_id for m in others if m.partitions and p in m.partitions))
                     for p in partitions}
-        if not me:
+        meta = self.consumer.group_metadata()
+        if not me or meta.state != MemberState.STABLE:
             return {}
-        everyone = tuple(sorted(m.member_id for m in others))
+        everyone = (*sorted(m.member_id for m in others), f"generation {meta.generation_id}")
         return dict.fromkeys(partitions, everyone)
 
     def _records_waiting(self, partition: int, offset: int, end: int) -> bool:
