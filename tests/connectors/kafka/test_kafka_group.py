@@ -84,12 +84,16 @@ def _members(b, prefix: str, names: str, static: bool, *extra: str) -> dict[str,
 
 
 def _one_killed(b, prefix: str, lines: list[bytes], static: bool, *extra: str) -> dict[str, WorkerProcess]:
-    """Two members on a fresh input, member "1" SIGKILLed once both have started their partitions."""
-    _setup(b, prefix, lines)
+    """Two members on a fresh input, member "1" SIGKILLed once both have started their partitions; the second half
+    of the input is produced after the kill, so records wait on the dead member's partitions however fast the
+    members were."""
+    half = len(lines) // 2
+    topic = _setup(b, prefix, lines[:half])
     ws = _members(b, prefix, "12", static, *extra)
     for w in ws.values():
         w.wait_for("restored", timeout=120)
     ws["1"].kill()
+    produce(b.bootstrap, topic, lines[half:])
     return ws
 
 
@@ -208,10 +212,12 @@ def _guarantee(name: str) -> tuple[str, ...]:
     return () if name == "broker" else AT_LEAST_ONCE
 
 
+@pytest.mark.parametrize("static_broker", ["broker"], indirect=True)
 def test_restarted_static_member(static_broker, reference):
     """Two static members, one SIGKILLed and started again with its instance id: the restarted member is given
-    partitions again and every record is written (exactly-once on noida-db). Joins noida-db leaves unanswered end
-    in the worker's own rejoin; the two members' defences must not keep each other rejoining."""
+    partitions again and every record is written, exactly-once. Joins noida-db leaves unanswered end in the
+    worker's own rejoin; the two members' defences must not keep each other rejoining. (Not on Tansu: its
+    coordinator can keep both members' SyncGroups failing for minutes after such a restart, docs/kafka.md.)"""
     name, b = static_broker
     prefix = _unique(f"static-restart-{name}")
     args = (*_guarantee(name), "--exit-when-idle", "3")
