@@ -5,9 +5,10 @@ failover of dynamic members, so those tests also check that no worker had to def
 Tansu's read_committed shows aborted records, so the workers run at-least-once there: every record at least once,
 the final model exact.
 
-Static members (``--instance-id``) on both brokers (``static_broker``): noida-db (exactly-once) never expires a
-dead static member and loses wake-ups (docs/kafka.md), so its paths pass through the worker's own defence
-(``--stall-timeout``); Tansu takes a while to expire one.
+Static members (``--instance-id``, ``static_broker``) on noida-db (exactly-once), which never expires a dead
+static member and loses wake-ups (docs/kafka.md): its paths pass through the worker's own defence
+(``--stall-timeout``). On Tansu static members can hang the group (docs/kafka.md), so they are not tested there
+except through a broker restart.
 
 No test restarts a worker that waits on its group, and none moves the workers to a fresh group.
 """
@@ -198,13 +199,14 @@ def test_third_member(tansu, reference):
     _check(tansu, prefix, reference, [*ws.values(), third], exactly_once=False, defended=None)
 
 
-# ---------------------------------------------------------------------- static members, on both brokers
+# ---------------------------------------------------------------- static members on noida-db: the worker defends itself
 
 
 @pytest.fixture(params=["broker", "tansu"])
 def static_broker(request):
-    """Each broker with the guarantee it supports: noida-db exactly-once, Tansu at-least-once. Neither expires a
-    SIGKILLed static member in time (noida-db never does), so these paths go through the worker's defence."""
+    """A broker with the guarantee it supports (noida-db exactly-once, Tansu at-least-once). noida-db never expires
+    a SIGKILLed static member, so its paths go through the worker's defence. The tests that use it run on noida-db
+    only: on Tansu static members can hang the group (docs/kafka.md)."""
     return request.param, request.getfixturevalue(request.param)
 
 
@@ -228,12 +230,13 @@ def test_restarted_static_member(static_broker, reference):
     assert _restored(again), again.log()
 
 
+@pytest.mark.parametrize("static_broker", ["broker"], indirect=True)
 def test_failover_static(static_broker, reference):
     """Two static members, one SIGKILLed for good: the survivor is given the dead member's partitions within three
     stall timeouts of the kill and writes every record (exactly-once on noida-db). noida-db never expires the dead
     member: the survivor finds its partitions standing still with records, removes it (named by DescribeGroups'
-    assignments) and itself, and joins again. Tansu expires it after a while or the same defence does; when the
-    survivor removes members there, every removal is answered."""
+    assignments) and itself, and joins again. (Not on Tansu: in 1 of 8 runs its coordinator kept failing the
+    survivor's SyncGroups for minutes, docs/kafka.md; the test is written for both brokers.)"""
     name, b = static_broker
     prefix = _unique(f"static-failover-{name}")
     ws = _one_killed(b, prefix, reference[0], True, *_guarantee(name), "--exit-when-idle", "3")
