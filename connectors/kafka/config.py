@@ -88,8 +88,9 @@ class WorkerConfig:
         been in nobody's hands that long (its committed offset stands still: a dead member the coordinator does not
         expire), it logs it, counts it (``streamforest_kafka_group_stalls_total``), hands its partitions over,
         removes such a partition's holder from the group (and itself, when static), closes its consumer and joins
-        the group again with a new one (the same ``instance_id``). Keep it above the session timeout and above the
-        longest one input message takes, or a slow member looks stalled.
+        the group again with a new one (the same ``instance_id``). After stalls in a row it waits longer (doubled per
+        stall, at most 4 times) and stays out of the group longer before joining again (docs/kafka.md). Keep it
+        above the session timeout and above the longest one input message takes, or a slow member looks stalled.
     instance_id
         Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
         once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).
