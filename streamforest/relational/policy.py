@@ -63,9 +63,13 @@ class Candidate:
 
 @dataclass
 class Decision:
+    """A policy's verdict on a candidate; ``reconsidered``: earlier candidates accepted now (see
+    :meth:`ThompsonPolicy.observe`)."""
+
     accepted: bool
     why: str
     gain: float | None = None
+    reconsidered: list[Candidate] = field(default_factory=list)
 
 
 def relevance(values: np.ndarray, y: np.ndarray) -> float:
@@ -88,6 +92,27 @@ def relevance(values: np.ndarray, y: np.ndarray) -> float:
         auc = (r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
         out.append(abs(2 * auc - 1))
     return float(np.mean(out)) if out else 0.0
+
+
+def rank_digest(values: np.ndarray) -> bytes:
+    """A digest of the values' order, the same for every monotone transform of them.
+
+    Trees see only the order of a feature's values: a monotone transform of an earlier candidate (x^2 of a positive
+    x, a sqrt) is the same feature to them, and so is a decreasing one (x^2 of a negative x, -x) when no value is
+    missing: a split of the reversed order is the same partition. Missing values rank lowest, so with them the
+    direction stays part of the digest.
+
+    >>> x = np.array([-3.0, -1.0, -2.0])
+    >>> rank_digest(x) == rank_digest(x * x), rank_digest(x) == rank_digest(np.array([1.0, 2.0, 3.0]))
+    (True, False)
+    >>> rank_digest(np.array([np.nan, 1.0, 2.0])) == rank_digest(np.array([np.nan, -1.0, -2.0]))
+    False
+    """
+    missing = np.isnan(values)
+    ranks = np.unique(np.where(missing, -np.inf, values), return_inverse=True)[1].astype(np.int64)
+    if not missing.any():
+        ranks = min(ranks, ranks.max() - ranks, key=lambda r: r.tobytes())
+    return hashlib.sha1(ranks.tobytes()).digest()
 
 
 def gain_of(feedback: dict[str, Any]) -> float | None:
@@ -312,6 +337,8 @@ class ThompsonPolicy(Policy):
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
+        # rejected under a Student-t margin wider than the plain z one: (candidate, gain, in units of sqrt(error))
+        self.deferred: list[tuple[Candidate, float, float]] = []
         self.shadow_relevance: list[float] = []
         self.sent = 0
         self.pairs_tried: set[tuple[str, str, str]] = set()
@@ -468,9 +495,7 @@ class ThompsonPolicy(Policy):
         finite = lab[~np.isnan(lab)]
         if finite.size == 0 or (np.all(finite == finite[0]) and finite.size == lab.size):
             return None
-        # trees see only the order of a feature's values: a monotone transform of an earlier candidate
-        # (x^2 of a positive x, a sqrt) is the same feature to them, so candidates are told apart by their ranks
-        digest = hashlib.sha1(np.unique(np.where(np.isnan(v), -np.inf, v), return_inverse=True)[1].tobytes()).digest()
+        digest = rank_digest(v)
         if digest in self.hashes:
             return None
         self.hashes.add(digest)
@@ -516,7 +541,7 @@ class ThompsonPolicy(Policy):
         if candidate.shadow:
             self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
             self.shadow_relevance.append(candidate.relevance)
-            return Decision(False, "shadow (noise estimate)", gain)
+            return Decision(False, "shadow (noise estimate)", gain, self._reconsider())
         e = 1.0 if error is None else error
         g_thr = self.threshold(e)
         most = gain is not None and gain >= e / 2 and gain > self.threshold(e, small_sample=False)
@@ -543,11 +568,34 @@ class ThompsonPolicy(Policy):
                     a.n += 1
                     a.total += reward
         if accepted:
-            self.accepted.append((candidate, gain if gain is not None else 0.0))
-            for i, fam in enumerate(self.families):
-                if fam.renewed:
-                    self.exhausted[i] = False
+            self._accept(candidate, gain if gain is not None else 0.0)
+        elif gain is not None and gain / np.sqrt(e) > self.threshold(small_sample=False):
+            self.deferred.append((candidate, gain, gain / np.sqrt(e)))
         return Decision(accepted, why, gain)
+
+    def _accept(self, candidate: Candidate, gain: float) -> None:
+        self.accepted.append((candidate, gain))
+        for i, fam in enumerate(self.families):
+            if fam.renewed:
+                self.exhausted[i] = False
+
+    def _reconsider(self) -> list[Candidate]:
+        """Candidates rejected while few shadows made the Student-t margin wide, whose gain (in units of the
+        ``sqrt(error)`` it was measured at) beats the bound of the shadows there are now: accepted now.
+
+        The first candidates after the target's attributes are the most relevant ones the screen found, and they
+        are judged against two or three shadows, whose margin is several times the one of twenty: without a second
+        look the strongest candidates of a run would face the strictest bar. A candidate below the plain ``z``
+        bound (without the margin) is dropped: more shadows only narrow the margin towards that bound.
+        """
+        if not self.deferred:
+            return []
+        bound, plain = self.threshold(), self.threshold(small_sample=False)
+        now = [(c, g, u) for c, g, u in self.deferred if u > bound]
+        self.deferred = [(c, g, u) for c, g, u in self.deferred if plain < u <= bound]
+        for c, g, _ in now:
+            self._accept(c, g)
+        return [c for c, _, _ in now]
 
 
 class EnumerationPolicy(ThompsonPolicy):
