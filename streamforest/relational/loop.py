@@ -144,30 +144,22 @@ class Loop:
         trials: list[dict[str, Any]] = []
         curve: list[tuple[int, float | None]] = []
         best: float | None = None
-        in_stream: set[str] = set()  # the features the current exploration stream has
         while len(trials) < self.budget:
             c = self.policy.propose()
             if c is None:
                 break
             fb = self.client.feature(stream, c.name, train_ids, c.values[lab], c.nominal)
-            in_stream.add(c.name)
             d = self.policy.observe(c, fb)
             if d.accepted:
                 accepted.append(c)
             else:
                 rejected += 1
-            for a in d.reconsidered:  # rejected earlier, accepted now: the stream gets it back after a rebase
-                accepted.append(a)
-                if a.name not in in_stream:
-                    self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
-                    in_stream.add(a.name)
             oob = fb.get("oob_after")
             if oob is not None and d.accepted:
                 best = oob if best is None else (min(best, oob) if fb["oob_metric"] == "log_loss" else max(best, oob))
             trial = {"n": len(trials) + 1, "definition": c.definition, "name": c.name, "family": c.family,
                      "shadow": c.shadow, "relevance": c.relevance, "accepted": d.accepted, "why": d.why,
-                     "gain": d.gain, "stream": stream, **({"reconsidered": [a.definition for a in d.reconsidered]}
-                                                          if d.reconsidered else {}),
+                     "gain": d.gain, "stream": stream,
                      "feedback": {key: fb.get(key) for key in ("oob_metric", "oob_before", "oob_after", "importance",
                                                                "weight_share", "generation", "model_version")}}
             trials.append(trial)
@@ -185,7 +177,6 @@ class Loop:
                 k, rejected = k + 1, 0
                 stream = f"explore-{k}"
                 self.client.samples(stream, train_ids, train_y)
-                in_stream = {a.name for a in accepted}
                 for a in accepted:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)

@@ -63,13 +63,9 @@ class Candidate:
 
 @dataclass
 class Decision:
-    """A policy's verdict on a candidate; ``reconsidered``: earlier candidates accepted now (see
-    :meth:`ThompsonPolicy.observe`)."""
-
     accepted: bool
     why: str
     gain: float | None = None
-    reconsidered: list[Candidate] = field(default_factory=list)
 
 
 def relevance(values: np.ndarray, y: np.ndarray) -> float:
@@ -337,8 +333,6 @@ class ThompsonPolicy(Policy):
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
-        # rejected under a Student-t margin wider than the plain z one: (candidate, gain, in units of sqrt(error))
-        self.deferred: list[tuple[Candidate, float, float]] = []
         self.shadow_relevance: list[float] = []
         self.sent = 0
         self.pairs_tried: set[tuple[str, str, str]] = set()
@@ -541,7 +535,7 @@ class ThompsonPolicy(Policy):
         if candidate.shadow:
             self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
             self.shadow_relevance.append(candidate.relevance)
-            return Decision(False, "shadow (noise estimate)", gain, self._reconsider())
+            return Decision(False, "shadow (noise estimate)", gain)
         e = 1.0 if error is None else error
         g_thr = self.threshold(e)
         most = gain is not None and gain >= e / 2 and gain > self.threshold(e, small_sample=False)
@@ -568,34 +562,11 @@ class ThompsonPolicy(Policy):
                     a.n += 1
                     a.total += reward
         if accepted:
-            self._accept(candidate, gain if gain is not None else 0.0)
-        elif gain is not None and gain / np.sqrt(e) > self.threshold(small_sample=False):
-            self.deferred.append((candidate, gain, gain / np.sqrt(e)))
+            self.accepted.append((candidate, gain if gain is not None else 0.0))
+            for i, fam in enumerate(self.families):
+                if fam.renewed:
+                    self.exhausted[i] = False
         return Decision(accepted, why, gain)
-
-    def _accept(self, candidate: Candidate, gain: float) -> None:
-        self.accepted.append((candidate, gain))
-        for i, fam in enumerate(self.families):
-            if fam.renewed:
-                self.exhausted[i] = False
-
-    def _reconsider(self) -> list[Candidate]:
-        """Candidates rejected while few shadows made the Student-t margin wide, whose gain (in units of the
-        ``sqrt(error)`` it was measured at) beats the bound of the shadows there are now: accepted now.
-
-        The first candidates after the target's attributes are the most relevant ones the screen found, and they
-        are judged against two or three shadows, whose margin is several times the one of twenty: without a second
-        look the strongest candidates of a run would face the strictest bar. A candidate below the plain ``z``
-        bound (without the margin) is dropped: more shadows only narrow the margin towards that bound.
-        """
-        if not self.deferred:
-            return []
-        bound, plain = self.threshold(), self.threshold(small_sample=False)
-        now = [(c, g, u) for c, g, u in self.deferred if u > bound]
-        self.deferred = [(c, g, u) for c, g, u in self.deferred if plain < u <= bound]
-        for c, g, _ in now:
-            self._accept(c, g)
-        return [c for c, _, _ in now]
 
 
 class EnumerationPolicy(ThompsonPolicy):
