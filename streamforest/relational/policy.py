@@ -90,6 +90,27 @@ def relevance(values: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(out)) if out else 0.0
 
 
+def rank_digest(values: np.ndarray) -> bytes:
+    """A digest of the values' order, the same for every monotone transform of them.
+
+    Trees see only the order of a feature's values: a monotone transform of an earlier candidate (x^2 of a positive
+    x, a sqrt) is the same feature to them, and so is a decreasing one (x^2 of a negative x, -x) when no value is
+    missing: a split of the reversed order is the same partition. Missing values rank lowest, so with them the
+    direction stays part of the digest.
+
+    >>> x = np.array([-3.0, -1.0, -2.0])
+    >>> rank_digest(x) == rank_digest(x * x), rank_digest(x) == rank_digest(np.array([1.0, 2.0, 3.0]))
+    (True, False)
+    >>> rank_digest(np.array([np.nan, 1.0, 2.0])) == rank_digest(np.array([np.nan, -1.0, -2.0]))
+    False
+    """
+    missing = np.isnan(values)
+    ranks = np.unique(np.where(missing, -np.inf, values), return_inverse=True)[1].astype(np.int64)
+    if not missing.any():
+        ranks = min(ranks, ranks.max() - ranks, key=lambda r: r.tobytes())
+    return hashlib.sha1(ranks.tobytes()).digest()
+
+
 def gain_of(feedback: dict[str, Any]) -> float | None:
     """The out-of-bag improvement a feedback record reports (positive = better), None when not measured."""
     before, after = feedback.get("oob_before"), feedback.get("oob_after")
@@ -468,9 +489,7 @@ class ThompsonPolicy(Policy):
         finite = lab[~np.isnan(lab)]
         if finite.size == 0 or (np.all(finite == finite[0]) and finite.size == lab.size):
             return None
-        # trees see only the order of a feature's values: a monotone transform of an earlier candidate
-        # (x^2 of a positive x, a sqrt) is the same feature to them, so candidates are told apart by their ranks
-        digest = hashlib.sha1(np.unique(np.where(np.isnan(v), -np.inf, v), return_inverse=True)[1].tobytes()).digest()
+        digest = rank_digest(v)
         if digest in self.hashes:
             return None
         self.hashes.add(digest)
