@@ -177,7 +177,7 @@ def test_nominal_non_contiguous_categories_split_perfectly_in_one_split():
     values = tree_values(trees, data.Xb)
     np.testing.assert_array_equal(values[:, 1], y)  # pure leaves
     # The categories sent left are exactly one of the two groups.
-    bits = int(trees.cats[0, 0])
+    bits = int(trees.node_cats()[0, 0])
     left = {c for b, c in enumerate(data.binners[1].categories) if bits >> b & 1}
     assert left in ({"a", "c", "e"}, {"b", "d", "f"})
     # The same codes read as ordered numbers cannot be split perfectly in one split.
