@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.generations import AliveTrees, alive
+from streamforest.generations import AliveTrees, alive, tree_weights
 from streamforest.generations import importance as generation_importance
 from streamforest.tree import route
 
@@ -40,8 +40,18 @@ class PredictionMixin:
     def _raw(self, X: Any) -> np.ndarray:
         self._check_fitted()
         Xb = self.binned(X)
-        trees, tree_w, _ = self.alive_trees()
-        return route.weighted_values(trees, Xb, Xb.shape[1], tree_w)
+        if self._packed is not None:
+            trees, tree_w, _ = self._packed
+            return route.weighted_values(trees, Xb, Xb.shape[1], tree_w)
+        # Generation by generation into one sum (the same sums as through the packed trees): packing the alive
+        # trees for one prediction would copy all of them (leaves of one sample on 70,000 rows: 2 GiB).
+        out = None
+        tree_w = tree_weights(self._generations)
+        at = 0
+        for g in self._generations:
+            out = route.weighted_values(g.trees, Xb, Xb.shape[1], tree_w[at:at + g.n_trees], out)
+            at += g.n_trees
+        return out
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """Class probabilities, the weight-averaged tree probabilities: shape ``(n, n_classes)``.

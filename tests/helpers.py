@@ -137,7 +137,7 @@ def tree_path(trees: Trees, t: int, xb: np.ndarray, mode: str = "default") -> di
                 continue
             go_left = bool(trees.missing_left[g])
         elif trees.nominal[g]:
-            go_left = (int(trees.cats[g, b >> 6]) >> (b & 63)) & 1 == 1
+            go_left = (int(trees.node_cats()[g, b >> 6]) >> (b & 63)) & 1 == 1
         else:
             go_left = b <= int(trees.threshold[g])
         stack.append((left if go_left else right, mass))

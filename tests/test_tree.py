@@ -177,7 +177,7 @@ def test_nominal_non_contiguous_categories_split_perfectly_in_one_split():
     values = tree_values(trees, data.Xb)
     np.testing.assert_array_equal(values[:, 1], y)  # pure leaves
     # The categories sent left are exactly one of the two groups.
-    bits = int(trees.cats[0, 0])
+    bits = int(trees.node_cats()[0, 0])
     left = {c for b, c in enumerate(data.binners[1].categories) if bits >> b & 1}
     assert left in ({"a", "c", "e"}, {"b", "d", "f"})
     # The same codes read as ordered numbers cannot be split perfectly in one split.
@@ -479,3 +479,27 @@ def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task):
     out = leaves >= 0
     assert 0.3 < out.mean() < 0.45  # about e^-1 of the samples are out of each tree's bag
     assert (trees.left[trees.offsets[:-1, None] + np.where(out, leaves, 0)][out] == -1).all()  # leaves
+
+
+def test_category_rows_follow_their_nodes_through_take_concat_and_saving():
+    # Category words are kept for the nodes that have any; taking trees out of order, concatenating batches and
+    # saving must leave every node with its own words, and every sample in the same leaf.
+    rng = np.random.default_rng(3)
+    n = 600
+    x = rng.choice(np.array(list("abcdefgh")), n).astype(object)
+    z = rng.normal(size=n)
+    y = (np.isin(x, ["a", "d", "g"]) ^ (z > 0.5)).astype(np.int64)
+    data = bin_columns([z, x])
+    trees = grow_tree(data, y, max_depth=6, bootstrap=True, seeds=(1, 2, 3, 4))
+    assert (trees.nominal == 1).any() and trees.cats.shape[0] < trees.n_nodes
+    full = trees.node_cats()
+    order = np.array([2, 0, 3])
+    taken = trees.take(order)
+    both = concat([taken, trees.take(np.array([1]))])
+    expected = np.concatenate([full[trees.offsets[t]:trees.offsets[t + 1]] for t in (2, 0, 3, 1)])
+    np.testing.assert_array_equal(both.node_cats(), expected)
+    again = Trees.from_arrays(trees.to_arrays("p_"), "p_")
+    np.testing.assert_array_equal(again.node_cats(), full)
+    assert trees.to_arrays("p_")["p_weight"].dtype == np.float64
+    np.testing.assert_array_equal(route.leaves(both, data.Xb, n),
+                                  route.leaves(trees, data.Xb, n)[:, [2, 0, 3, 1]])

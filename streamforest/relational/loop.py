@@ -27,6 +27,7 @@ import numpy as np
 
 from streamforest.relational.candidates import Generator
 from streamforest.relational.drivers import EngineClient, InProcess
+from streamforest.relational.memory import release_free_memory
 from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
 from streamforest.relational.tables import Database
 
@@ -204,6 +205,7 @@ class Loop:
             if self.sample is not None:  # computed on the exploration sample so far: now on every row
                 a = accepted[i] = replace(a, values=self.generator.values(a.feature))
             fb = client.feature("final", a.name, lab_ids, a.values[labelled], a.nominal)
+            release_free_memory()  # what growing the generation freed: the resident size follows the alive trees
         scored = ~labelled
         n_scored = int(scored.sum())
         preds = {}

@@ -1,10 +1,11 @@
 """A batch of fitted trees as flat arrays (scikit-learn's ``tree_`` layout, many trees end to end).
 
 Node ``i`` of tree ``t`` lives at ``offsets[t] + i``; ``left``/``right`` are indices local to the tree (-1 at a
-leaf). A numeric split sends bin ``b`` left when ``b <= threshold``; a nominal split when bit ``b`` of ``cats`` is
-set; the missing bin follows ``missing_left``. Everything is a plain numpy array, so a batch is trivial to route in
-numba (the batch is one named tuple: kernels read ``trees.left[...]``), to concatenate, to save without pickle and to
-hash.
+leaf). A numeric split sends bin ``b`` left when ``b <= threshold``; a nominal split when bit ``b`` of its category
+words is set (row ``cat_row`` of ``cats``, which holds a row only for the nodes whose words are not all zero: 32
+bytes a node where most nodes have none); the missing bin follows ``missing_left``. Everything is a plain numpy
+array, so a batch is trivial to route in numba (the batch is one named tuple: kernels read ``trees.left[...]``), to
+concatenate, to save without pickle and to hash.
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def _parents_and_depths(offsets, left, right, parent, depth):
 
 @njit(cache=True)
 def _pack(grown, trees):
-    """Each tree's row of ``grown`` (a :class:`GrownNodes`) up to its node count, rows end to end into ``trees``."""
+    """Each tree's row of ``grown`` (a :class:`GrownNodes`) up to its node count, rows end to end into ``trees``;
+    the category words of the nodes that have any, in node order, into ``trees.cats`` (sized by
+    :func:`_count_cats`)."""
+    row = 0
     for t in range(grown.n_nodes.shape[0]):
         a = trees.offsets[t]
         b = trees.offsets[t + 1]
@@ -51,15 +55,38 @@ def _pack(grown, trees):
         trees.threshold[a:b] = grown.threshold[t, :k]
         trees.missing_left[a:b] = grown.missing_left[t, :k]
         trees.nominal[a:b] = grown.nominal[t, :k]
-        trees.cats[a:b] = grown.cats[t, :k]
         trees.left[a:b] = grown.left[t, :k]
         trees.right[a:b] = grown.right[t, :k]
         trees.value[a:b] = grown.value[t, :k]
         trees.gain[a:b] = grown.gain[t, :k]
         trees.weight[a:b] = grown.weight[t, :k]
+        for i in range(k):
+            trees.cat_row[a + i] = -1
+            for w in range(grown.cats.shape[2]):
+                if grown.cats[t, i, w] != 0:
+                    trees.cats[row] = grown.cats[t, i]
+                    trees.cat_row[a + i] = row
+                    row += 1
+                    break
 
 
-ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cats", "left", "right", "value", "gain", "weight")
+@njit(cache=True)
+def _count_cats(cats, n_nodes):
+    """How many grown nodes have category words that are not all zero."""
+    out = 0
+    for t in range(n_nodes.shape[0]):
+        for i in range(n_nodes[t]):
+            for w in range(cats.shape[2]):
+                if cats[t, i, w] != 0:
+                    out += 1
+                    break
+    return out
+
+
+#: The per-node arrays (``cats`` is per row of ``cat_row``, ``offsets`` per tree).
+ARRAYS = ("feature", "threshold", "missing_left", "nominal", "cat_row", "left", "right", "value", "gain", "weight")
+#: The largest in-bag weight a node's ``weight`` holds as float32 (integer draw counts, exact up to 2**24).
+EXACT_FLOAT32 = 2**24
 
 
 class Trees(NamedTuple):
@@ -69,12 +96,13 @@ class Trees(NamedTuple):
     threshold: np.ndarray  # uint8 (N,)
     missing_left: np.ndarray  # uint8 (N,)
     nominal: np.ndarray  # uint8 (N,)
-    cats: np.ndarray  # uint64 (N, BIN_WORDS): left categories of nominal splits
+    cat_row: np.ndarray  # int32 (N,): the node's row of ``cats``, -1 when its category words are all zero
     left: np.ndarray  # int32 (N,)
     right: np.ndarray  # int32 (N,)
     value: np.ndarray  # float64 (N, n_outputs): class shares or mean target
     gain: np.ndarray  # float64 (N,): weighted impurity decrease of the split
-    weight: np.ndarray  # float64 (N,): in-bag weight reaching the node
+    weight: np.ndarray  # float32 (N,) (float64 beyond EXACT_FLOAT32): in-bag weight reaching the node, never routed
+    cats: np.ndarray  # uint64 (R, BIN_WORDS): left categories of nominal splits, one row per node that has any
     offsets: np.ndarray  # int64 (T + 1,)
 
     @property
@@ -85,14 +113,33 @@ class Trees(NamedTuple):
     def n_nodes(self) -> int:
         return int(self.offsets[-1])
 
+    def node_cats(self) -> np.ndarray:
+        """Every node's category words, ``(N, BIN_WORDS)`` uint64 (zeros where it has no row of ``cats``)."""
+        out = np.zeros((self.n_nodes, BIN_WORDS), dtype=np.uint64)
+        has = self.cat_row >= 0
+        out[has] = self.cats[self.cat_row[has]]
+        return out
+
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}{name}": getattr(self, name) for name in ARRAYS}
+        """The trees as saved: one row of category words and a float64 weight per node (the compact rows and
+        weights are how they are kept in memory, not a format)."""
+        out = {f"{prefix}{name}": getattr(self, name) for name in ARRAYS if name != "cat_row"}
+        out[f"{prefix}cats"] = self.node_cats()
+        out[f"{prefix}weight"] = self.weight.astype(np.float64)
         out[f"{prefix}offsets"] = self.offsets
         return out
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> Trees:
-        return cls(**{name: arrays[f"{prefix}{name}"] for name in (*ARRAYS, "offsets")})
+        """The trees of :meth:`to_arrays`."""
+        per_node = {name: arrays[f"{prefix}{name}"] for name in ARRAYS if name != "cat_row"}
+        full = np.asarray(arrays[f"{prefix}cats"], dtype=np.uint64).reshape(len(per_node["feature"]), BIN_WORDS)
+        has = np.flatnonzero(full.any(axis=1))
+        cat_row = np.full(full.shape[0], -1, dtype=np.int32)
+        cat_row[has] = np.arange(has.size, dtype=np.int32)
+        per_node["weight"] = compact_weight(np.asarray(per_node["weight"]))
+        return cls(cat_row=cat_row, cats=np.ascontiguousarray(full[has]), offsets=arrays[f"{prefix}offsets"],
+                   **per_node)
 
     def take(self, tree_indices: np.ndarray) -> Trees:
         """The listed trees, in that order, as a new batch (sharing this one's arrays for a run of consecutive
@@ -103,13 +150,18 @@ class Trees(NamedTuple):
         np.cumsum(sizes, out=offsets[1:])
         if len(tree_indices) and np.array_equal(tree_indices, np.arange(tree_indices[0], tree_indices[-1] + 1)):
             # A run of consecutive trees (a merge takes the first trees of a generation, then concatenates them):
-            # views of one slice per array, which nothing changes in place.
+            # views of one slice per array (and the same rows of category words), which nothing changes in place.
             nodes = slice(int(self.offsets[tree_indices[0]]), int(self.offsets[tree_indices[-1] + 1]))
-            return Trees(offsets=offsets, **{name: getattr(self, name)[nodes] for name in ARRAYS})
+            return Trees(offsets=offsets, cats=self.cats, **{name: getattr(self, name)[nodes] for name in ARRAYS})
         nodes = np.concatenate(
             [np.arange(self.offsets[t], self.offsets[t + 1]) for t in tree_indices]
         ) if len(tree_indices) else np.zeros(0, dtype=np.int64)
-        return Trees(offsets=offsets, **{name: getattr(self, name)[nodes] for name in ARRAYS})
+        parts = {name: getattr(self, name)[nodes] for name in ARRAYS}
+        rows = parts["cat_row"]
+        has = rows >= 0
+        cats = self.cats[rows[has]]
+        parts["cat_row"] = np.where(has, np.cumsum(has) - 1, -1).astype(np.int32)
+        return Trees(offsets=offsets, cats=cats, **parts)
 
     def importances(self, n_features: int) -> np.ndarray:
         """Per-tree impurity-decrease importances, each row normalised to sum 1: shape ``(T, n_features)``."""
@@ -144,8 +196,28 @@ def concat(batches: list[Trees]) -> Trees:
     sizes = np.concatenate([np.diff(b.offsets) for b in batches])
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    parts = {name: np.concatenate([getattr(b, name) for b in batches]) for name in ARRAYS}
-    return Trees(offsets=offsets, **parts)
+    parts = {name: np.concatenate([getattr(b, name) for b in batches]) for name in ARRAYS if name != "cat_row"}
+    # Each batch's rows of category words after those of the batches before it (a batch may use some rows of a
+    # shared ``cats``: only those it points to are taken).
+    rows, cats, base = [], [], 0
+    for b in batches:
+        has = b.cat_row >= 0
+        cats.append(b.cats[b.cat_row[has]])
+        rows.append(np.where(has, np.cumsum(has) - 1 + base, -1).astype(np.int32))
+        base += int(has.sum())
+    parts["weight"] = compact_weight(parts["weight"])
+    return Trees(offsets=offsets, cat_row=np.concatenate(rows), cats=np.concatenate(cats), **parts)
+
+
+def compact_weight(weight: np.ndarray) -> np.ndarray:
+    """Node weights as float32 when that holds them exactly (integer draw counts below :data:`EXACT_FLOAT32`),
+    else float64: nothing routes by them, and float32 takes 4 bytes of a node's 51."""
+    if weight.dtype == np.float32:
+        return weight
+    small = weight.astype(np.float32)
+    if weight.size and not (np.abs(weight).max() < EXACT_FLOAT32 and np.array_equal(small, weight)):
+        return weight
+    return small
 
 
 def node_capacity(n_samples: int, max_depth: int, min_samples_leaf: float) -> int:
@@ -233,8 +305,9 @@ def _grow_chunk(training: TrainingSet, settings: TreeSettings, plans: TreePlans,
     n_nodes = out.n_nodes
     offsets = np.zeros(n_trees + 1, dtype=np.int64)
     np.cumsum(n_nodes, out=offsets[1:])
-    rows = {name: getattr(out, name) for name in ARRAYS}
-    packed = Trees(offsets=offsets, **{name: np.empty((int(offsets[-1]), *a.shape[2:]), dtype=a.dtype)
-                                       for name, a in rows.items()})
+    rows = {name: getattr(out, name) for name in ARRAYS if name != "cat_row"}
+    packed = Trees(offsets=offsets, cat_row=np.empty(int(offsets[-1]), dtype=np.int32),
+                   cats=np.empty((_count_cats(out.cats, n_nodes), BIN_WORDS), dtype=np.uint64),
+                   **{name: np.empty((int(offsets[-1]), *a.shape[2:]), dtype=a.dtype) for name, a in rows.items()})
     _pack(out, packed)
-    return packed
+    return packed._replace(weight=compact_weight(packed.weight))

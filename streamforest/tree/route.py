@@ -74,9 +74,15 @@ def _run(serial: Any, parallel: Any, trees: Trees, Xb: np.ndarray, n_samples: in
         parallel(trees, Xb, n_samples, *args)
 
 
-def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray) -> np.ndarray:
-    """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``."""
-    out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
+def weighted_values(trees: Trees, Xb: np.ndarray, n_samples: int, tree_weights: np.ndarray,
+                    out: np.ndarray | None = None) -> np.ndarray:
+    """``sum_t tree_weights[t] * leaf_value_t(x)`` for every sample: shape ``(n_samples, n_outputs)``.
+
+    Given ``out``, the trees' votes are added to it: batches routed one after the other into one ``out`` give the
+    sums of their concatenation to the bit (every sample adds its trees in order).
+    """
+    if out is None:
+        out = np.zeros((n_samples, trees.value.shape[1]), dtype=np.float64)
     _run(_weighted_values_serial, _weighted_values, trees, Xb, n_samples,
          np.ascontiguousarray(tree_weights, dtype=np.float64), out)
     return out

@@ -1,8 +1,8 @@
 """Walking one sample down a tree: the rule a split applies to a bin, shared by routing, encoding and growth.
 
 ``trees`` is any named tuple with the flat node arrays of :class:`~streamforest.tree.model.Trees` (``feature``,
-``threshold``, ``missing_left``, ``nominal``, ``cats``, ``left``, ``right``); node ``base + i`` is node ``i`` of the
-tree that starts at ``base``.
+``threshold``, ``missing_left``, ``nominal``, ``cat_row``, ``cats``, ``left``, ``right``); node ``base + i`` is node
+``i`` of the tree that starts at ``base``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,10 @@ def goes_left(trees, g, b) -> bool:
     if b == MISSING_BIN:
         return trees.missing_left[g] == 1
     if trees.nominal[g] == 1:
-        return ((trees.cats[g, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
+        row = trees.cat_row[g]
+        if row < 0:  # no category words: none goes left
+            return False
+        return ((trees.cats[row, b >> 6] >> np.uint64(b & 63)) & np.uint64(1)) == np.uint64(1)
     return b <= trees.threshold[g]
 
 
