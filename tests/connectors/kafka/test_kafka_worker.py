@@ -260,9 +260,9 @@ def test_recreated_input_topic_is_read_from_its_beginning(broker, reference, tmp
 
 
 def test_broker_restart_mid_run(broker, reference):
-    """Last in the module: the broker is stopped and started again while a worker runs (between transactions:
-    noida-db forgets open transactions and producer sequences across a restart, which no client can repair);
-    the worker reconnects, rejoins, and the second half of the input gives the uninterrupted run's records."""
+    """The broker is stopped and started again while a worker runs, between transactions (the next test restarts it
+    with transactions in flight); the worker reconnects, rejoins, and the second half of the input gives the
+    uninterrupted run's records."""
     lines, (want, _), want_streams = reference
     prefix = "restart"
     half = len(lines) // 2
