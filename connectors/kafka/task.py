@@ -212,8 +212,7 @@ class PartitionTask:
             self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
             group = consumer.group_metadata()
-            clients.bounded(lambda: self.producer.send_offsets_to_transaction(offsets, group), "send offsets")
-            clients.bounded(self.producer.commit_transaction, "commit")
+            clients.bounded(lambda: self._commit_transaction(offsets, group), "commit")
             self.in_transaction = False
             if self.producer.disconnects:
                 # The broker may have restarted during the commit, and aborted the transaction's records although
@@ -230,6 +229,11 @@ class PartitionTask:
         self.committed_position = upto
         self.metrics.commits.inc()
         return True
+
+    def _commit_transaction(self, offsets: dict, group: Any) -> None:
+        """The offsets into the transaction and its commit: one helper thread for both (:func:`clients.bounded`)."""
+        self.producer.send_offsets_to_transaction(offsets, group)
+        self.producer.commit_transaction()
 
     def _open_producer(self) -> None:
         """The partition's transactional producer: its ``init_transactions`` fences the previous one (another
