@@ -44,6 +44,14 @@ def producer(bootstrap: str) -> KafkaProducer:
     return p
 
 
+def transaction(p: KafkaProducer, value: bytes, commit: bool = True) -> None:
+    """A transaction of ``p`` writing ``value`` to ``t``, acknowledged; committed, or left open."""
+    p.begin_transaction()
+    p.send("t", value).get(timeout=30)
+    if commit:
+        p.commit_transaction()
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         broker = LocalBroker(Path(tmp) / "data")
@@ -54,11 +62,8 @@ def main() -> None:
             admin.create_topics([NewTopic("t", 1, 1)])
             admin.close()
             p = producer(bs)
-            p.begin_transaction()
-            p.send("t", b"committed before the restart")
-            p.commit_transaction()
-            p.begin_transaction()
-            p.send("t", b"open across the restart").get(timeout=30)
+            transaction(p, b"committed before the restart")
+            transaction(p, b"open across the restart", commit=False)
             broker.stop()
             broker.start()
             p.send("t", b"written after the restart, committed").get(timeout=30)
@@ -66,9 +71,7 @@ def main() -> None:
             print("the commit after the restart succeeded; read_committed sees", committed(bs))
             p.close()
             p = producer(bs)
-            p.begin_transaction()
-            p.send("t", b"a new producer's transaction, committed")
-            p.commit_transaction()
+            transaction(p, b"a new producer's transaction, committed")
             p.close()
             print("after a new producer's commit, read_committed sees", committed(bs))
             broker.stop()
