@@ -192,7 +192,9 @@ class TrackedProducer:
         def lost(node_id: Any, _: Any) -> None:
             self.disconnects += 1
             with tm._lock:
-                if tm._current_state == TransactionState.IN_TRANSACTION:
+                # Committing too: the commit flushes the transaction's last batches before its EndTxn, and those
+                # would go out on the new connection.
+                if tm._current_state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
                     log.warning("producer %s: connection to broker %s lost mid-transaction: the transaction is "
                                 "aborted", tm.transactional_id, node_id)
                     tm.transition_to_abortable_error(KafkaConnectionError(
