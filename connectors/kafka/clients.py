@@ -15,8 +15,9 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove, NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka.partitioner.default import murmur2
+from kafka.producer.transaction_manager import TransactionState
 from kafka.protocol.admin import DescribeGroupsRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
@@ -193,10 +194,55 @@ class TrackedProducer:
     def __init__(self, producer: KafkaProducer) -> None:
         self.producer = producer
         self.futures: list[Any] = []
+        #: Broker connections of this producer lost so far (a transaction that saw one is not trusted).
+        self.disconnects = 0
         self.bulk = blocks.supported(producer)
         if not self.bulk:
             log.warning("this kafka-python's producer internals are not those blocks.append_block writes to: "
                         "sending record by record")
+        if producer.config.get("transactional_id"):
+            self._watch_connections()
+
+    def _watch_connections(self) -> None:
+        """Count every lost connection of the producer to a broker, and fail an open transaction the moment one
+        is lost, in the I/O thread, before a batch of it can go out on a new connection. A broker that restarted
+        may have forgotten the transaction (noida-db does, and aborts what it wrote before): records sent in it
+        afterwards are never ended by a marker, and hide every later record of their partitions from committed
+        readers. The transaction is then aborted, and its partition restarted from its committed state."""
+        try:
+            manager = self.producer._sender._client._manager
+            tm = self.producer._transaction_manager
+            get_connection, conns = manager.get_connection, manager._conns
+        except AttributeError:
+            log.warning("this kafka-python's producer internals are not those TrackedProducer watches: a "
+                        "transaction open across a broker restart is not detected")
+            return
+        watched: dict[int, Any] = {}  # node -> its connection being watched
+
+        def lost(node_id: Any, _: Any) -> None:
+            self.disconnects += 1
+            with tm._lock:
+                # Committing too: the commit flushes the transaction's last batches before its EndTxn, and those
+                # would go out on the new connection.
+                if tm._current_state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
+                    log.warning("producer %s: connection to broker %s lost mid-transaction: the transaction is "
+                                "aborted", tm.transactional_id, node_id)
+                    tm.transition_to_abortable_error(KafkaConnectionError(
+                        f"connection to broker {node_id} lost mid-transaction"))
+
+        def watch(node_id: Any, conn: Any) -> Any:
+            # Brokers only: the bootstrap connection is closed once the cluster's metadata is known.
+            if isinstance(node_id, int) and watched.get(node_id) is not conn:
+                watched[node_id] = conn
+                conn.close_future.add_both(functools.partial(lost, node_id))
+            return conn
+
+        def watching(node_id: Any, *args: Any, **kwargs: Any) -> Any:
+            return watch(node_id, get_connection(node_id, *args, **kwargs))
+
+        for node_id, conn in list(conns.items()):
+            watch(node_id, conn)
+        manager.get_connection = watching
 
     def send(self, *args: Any, **kwargs: Any) -> Any:
         future = self.producer.send(*args, **kwargs)

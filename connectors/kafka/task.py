@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+from kafka.errors import KafkaConnectionError
 
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog, input_mark, log_end
@@ -65,9 +66,7 @@ class PartitionTask:
         """Fence the previous owner, restore the state, seek to the offset it covers."""
         begun = time.perf_counter()
         if self.owns_producer:
-            self.producer = clients.TrackedProducer(
-                clients.producer(self.config, self.config.transactional_id(self.partition)))
-            self.producer.init_transactions()
+            self._open_producer()
         begin = consumer.beginning_offsets([self.tp])[self.tp]
         # A short fetch wait: log_end's fetch from the end finds nothing on a broker that reports its end right.
         reader = clients.reader(self.config, fetch_max_wait_ms=50)
@@ -138,8 +137,7 @@ class PartitionTask:
     def process(self, msg: Any) -> int:
         """Apply one input message and produce its records (none while replaying). Returns records produced."""
         if self.config.exactly_once and not self.in_transaction:
-            self.producer.begin_transaction()
-            self.in_transaction = True
+            self._begin()
         raw = msg.value if msg.value is not None else b""
         origin = Origin(msg.topic, msg.partition, msg.offset, msg.key, raw)
         replaying = msg.offset < self.replay_until
@@ -208,16 +206,19 @@ class PartitionTask:
         offsets = {self.tp: OffsetAndMetadata(upto, "", -1)}
         if self.config.exactly_once:
             if not self.in_transaction:
-                self.producer.begin_transaction()
-                self.in_transaction = True
+                self._begin()
             if state_due:
                 self._write_state()
             self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
             group = consumer.group_metadata()
-            clients.bounded(lambda: self.producer.send_offsets_to_transaction(offsets, group), "send offsets")
-            clients.bounded(self.producer.commit_transaction, "commit")
+            clients.bounded(lambda: self._commit_transaction(offsets, group), "commit")
             self.in_transaction = False
+            if self.producer.disconnects:
+                # The broker may have restarted during the commit, and aborted the transaction's records although
+                # the commit succeeded: the partition starts again from what is committed.
+                raise KafkaConnectionError("the connection to the broker was lost during the transaction: its "
+                                           "outcome is not trusted")
         else:
             self.producer.check_delivered()
             if state_due:
@@ -228,6 +229,28 @@ class PartitionTask:
         self.committed_position = upto
         self.metrics.commits.inc()
         return True
+
+    def _commit_transaction(self, offsets: dict, group: Any) -> None:
+        """The offsets into the transaction and its commit: one helper thread for both (:func:`clients.bounded`)."""
+        self.producer.send_offsets_to_transaction(offsets, group)
+        self.producer.commit_transaction()
+
+    def _open_producer(self) -> None:
+        """The partition's transactional producer: its ``init_transactions`` fences the previous one (another
+        worker's, or this task's own) and aborts whatever that left open."""
+        self.producer = clients.TrackedProducer(
+            clients.producer(self.config, self.config.transactional_id(self.partition)))
+        self.producer.init_transactions()
+
+    def _begin(self) -> None:
+        if self.producer.disconnects:
+            # The broker may have restarted since the last transaction, forgetting the producer's sequence numbers
+            # (its next batch would be refused as out of order): a new producer starts afresh.
+            log.info("partition %d: the producer lost its connection to the broker: replacing it", self.partition)
+            self._close_producer()
+            self._open_producer()
+        self.producer.begin_transaction()
+        self.in_transaction = True
 
     def _drained(self, consumer: KafkaConsumer) -> bool:
         """Whether everything known to be in the partition has been processed (the last fetch's high watermark;
@@ -258,6 +281,9 @@ class PartitionTask:
             except Exception as exc:  # fenced or broker gone: the next owner's init_transactions aborts it
                 log.warning("partition %d: could not abort the open transaction: %s", self.partition, exc)
             self.in_transaction = False
+        self._close_producer()
+
+    def _close_producer(self) -> None:
         try:
             self.producer.close(timeout=5)
         except Exception as exc:

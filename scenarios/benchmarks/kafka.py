@@ -78,6 +78,18 @@ def create_topics(bootstrap: str, prefix: str) -> str:
     return f"{prefix}.input"
 
 
+def delete_topics(bootstrap: str, prefix: str) -> None:
+    """Delete the topics of a measured row (``<prefix>.*``): the broker holds every topic in memory, and the rows of
+    several rounds would not fit."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        names = [t for t in admin.list_topics() if t.startswith(f"{prefix}.")]
+        if names:
+            admin.delete_topics(names)
+    finally:
+        admin.close()
+
+
 def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
     p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all", linger_ms=20)
     for line in lines:
@@ -456,19 +468,27 @@ def _settings_name(compression: str | None, batching: dict[str, Any] | None, set
 ROUND = ["embedded runtime", "worker at-least-once", "worker exactly-once", RAW_BLOCKS, RAW_SENDS, RAW_CONFLUENT]
 
 
+def row_prefix(name: str, prefix: str) -> str | None:
+    """The topic prefix of a row of :data:`ROUND` (``None``: it uses no topics)."""
+    if name == "embedded runtime":
+        return None
+    if name.startswith("worker "):
+        return f"{prefix}-{name.removeprefix('worker ')}"
+    return f"{prefix}-{ {RAW_CONFLUENT: 'confluent', RAW_BLOCKS: 'blocks', RAW_SENDS: 'sends'}[name]}"
+
+
 def measure(name: str, bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig,
             outputs: list[tuple], out_dir: Path) -> dict[str, Any]:
     """Run one row of :data:`ROUND`: its seconds, and a worker's group events."""
-    if name == "embedded runtime":
+    topics = row_prefix(name, prefix)
+    if topics is None:
         return {"seconds": run_embedded(lines, config, out_dir)}
     if name.startswith("worker "):
-        guarantee = name.removeprefix("worker ")
-        seconds, events = run_worker(bootstrap, f"{prefix}-{guarantee}", lines, config, guarantee)
+        seconds, events = run_worker(bootstrap, topics, lines, config, name.removeprefix("worker "))
         return {"seconds": seconds, **events}
     if name == RAW_CONFLUENT:
-        return {"seconds": run_confluent_loop(bootstrap, f"{prefix}-confluent", lines, outputs)}
-    bulk = name == RAW_BLOCKS
-    return {"seconds": run_raw_loop(bootstrap, f"{prefix}-{'blocks' if bulk else 'sends'}", lines, outputs, bulk)}
+        return {"seconds": run_confluent_loop(bootstrap, topics, lines, outputs)}
+    return {"seconds": run_raw_loop(bootstrap, topics, lines, outputs, name == RAW_BLOCKS)}
 
 
 #: The goals: ratio -> (whether a value meets it, its text, the worst of several values).
@@ -558,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="recovery state of 10 x 5,000 x 50 (full), 10 x 1,000 x 10 (small), or no recovery run")
     ap.add_argument("--rounds", type=int, default=2,
                     help="how many times each row is measured, alternately in reverse order (default 2)")
+    ap.add_argument("--no-floors", action="store_true",
+                    help="only the embedded runtime and the workers (no raw loops)")
     ap.add_argument("--out", default="results/benchmarks/kafka.json")
     args = ap.parse_args(argv)
     datasets, recovery_size = (QUICK_DATASETS, "small") if args.quick else (args.datasets, args.recovery)
@@ -582,9 +604,13 @@ def main(argv: list[str] | None = None) -> int:
                 for name in (ROUND if r % 2 == 0 else ROUND[::-1]):
                     if name == RAW_CONFLUENT and importlib.util.find_spec("confluent_kafka") is None:
                         continue
+                    if args.no_floors and name.startswith("raw loop"):
+                        continue
                     cpu.start()
                     row = measure(name, broker.bootstrap, f"r{r}", lines, config, outputs, tmp / f"embedded{r}")
                     cpu.lap(name)
+                    if row_prefix(name, f"r{r}") is not None:
+                        delete_topics(broker.bootstrap, row_prefix(name, f"r{r}"))
                     rounds[r][name] = {"seconds": row.pop("seconds"), "ours": cpu.laps[name][0],
                                        "broker": cpu.laps[name][1], **row}
                     if name == "embedded runtime" and not outputs:

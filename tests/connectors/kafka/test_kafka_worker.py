@@ -260,9 +260,9 @@ def test_recreated_input_topic_is_read_from_its_beginning(broker, reference, tmp
 
 
 def test_broker_restart_mid_run(broker, reference):
-    """Last in the module: the broker is stopped and started again while a worker runs (between transactions:
-    noida-db forgets open transactions and producer sequences across a restart, which no client can repair);
-    the worker reconnects, rejoins, and the second half of the input gives the uninterrupted run's records."""
+    """The broker is stopped and started again while a worker runs, between transactions (the next test restarts it
+    with transactions in flight); the worker reconnects, rejoins, and the second half of the input gives the
+    uninterrupted run's records."""
     lines, (want, _), want_streams = reference
     prefix = "restart"
     half = len(lines) // 2
@@ -297,3 +297,28 @@ def test_consumer_takes_the_group_timeouts(broker):
         assert (c.config["session_timeout_ms"], c.config["max_poll_interval_ms"]) == (7_000, 45_000)
     finally:
         c.close()
+
+
+def test_broker_restart_with_a_transaction_in_flight(broker, reference):
+    """The broker is stopped and started again while the worker is mid-run, its transactions open (a commit every
+    0.3 s, most of the input waiting): the transaction in flight is aborted and its partition restored and replayed,
+    so a read_committed reader sees every record exactly once and the uninterrupted run's final model."""
+    lines, (want, want_errors), want_streams = reference
+    prefix = "restart-txn"
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
+                      "--state-interval", "0.2", "--instance-id", "w1")
+    # Every partition started: the worker is on its first messages, its transactions open.
+    w.wait_for("restored", count=4)
+    time.sleep(0.5)
+    broker.stop()
+    time.sleep(2)
+    broker.start()
+    assert w.wait() == 0, w.log()
+    got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert got[key] == want[key], f"{key}\n{w.log()}"  # each record once
+    assert len(got_errors) == len(want_errors)
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
+    assert any("mid-transaction" in line for line in w.lines), "no transaction was in flight\n" + w.log()
