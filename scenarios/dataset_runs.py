@@ -7,6 +7,7 @@ Shared by :mod:`scenarios.paper_reproduction`, :mod:`scenarios.low_dimensional` 
 from __future__ import annotations
 
 import os
+import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,11 @@ SEEDS = tuple(range(2101, 2111))
 def worker_init() -> None:
     """Make this process use one numba thread: one process per core, and numba's own threads would only
     oversubscribe (or take every core of a shared machine)."""
-    # The parent has imported numba already (forked workers inherit its thread count), so the environment variable
-    # alone is not enough.
-    os.environ["NUMBA_NUM_THREADS"] = "1"
+    # Once numba is imported its thread count is read: changing the environment variable then would make the next
+    # compilation refuse the new count ("Cannot set NUMBA_NUM_THREADS ... once the threads have been launched"), so
+    # only a process that has not imported numba yet sets it; every process limits its parallel regions to one.
+    if "numba" not in sys.modules:
+        os.environ["NUMBA_NUM_THREADS"] = "1"
     import numba
 
     numba.set_num_threads(1)
@@ -38,7 +41,6 @@ def run_all_tasks(run: Any, tasks: list[Any], workers: int) -> list[dict]:
         for task in tqdm(tasks, desc="datasets", unit="ds"):
             rows.extend(run(task))
         return rows
-    os.environ["NUMBA_NUM_THREADS"] = "1"
     with ProcessPoolExecutor(max_workers=workers, initializer=worker_init) as pool:
         futures = {pool.submit(run, t): t for t in tasks}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="datasets", unit="ds"):

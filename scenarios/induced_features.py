@@ -347,7 +347,6 @@ def run_all(units: list[Unit], workers: int) -> tuple[list[dict[str, Any]], list
             rows.append(r)
             noise.extend(nr)
         return rows, noise
-    os.environ["NUMBA_NUM_THREADS"] = "1"
     with ProcessPoolExecutor(max_workers=workers, initializer=pool_init) as pool:
         futures = {pool.submit(run_unit, u): u for u in units}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="dataset x seed", unit="run"):

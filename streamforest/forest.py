@@ -13,6 +13,7 @@ fit (:mod:`streamforest.samples`), prediction and importances (:mod:`streamfores
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -75,7 +76,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     max_depth
         Depth limit of the trees (``None``: unlimited).
     min_samples_leaf
-        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: 5 until the stream is wider than
+        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: 6 until the stream is wider than
         ``max_subspace`` can follow, then 8 (see *Wide streams*). A tree keeps the leaf size it was grown with.
     min_category_size
         In a node, categories of a nominal feature with less (bootstrap-weighted) samples than this are not placed
@@ -125,8 +126,9 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     ``split_features="auto"`` every tree then takes every feature, the arriving one included (the forced feature is
     in every tree, as always), and each split draws ``max_features`` of them, rounded down as scikit-learn does.
     No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
-    the newest before it by ``1 / (1 - mtry)``, as generations grow on a wider stream: the trees that have seen
-    every feature carry the forest, and the earlier ones fade. Past the narrow width, the bookkeeping resumes.
+    the newest before it tenfold (:data:`streamforest.sampling.NARROW_ARRIVAL_GROWTH`; a :meth:`refresh`, by
+    ``1 / (1 - mtry)``, as generations grow on a wider stream): the trees that have seen every feature carry the
+    forest, and the earlier ones fade. Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
@@ -261,7 +263,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         masks = self._arrival_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger" and self._narrow() and self._generations:
-            log_w = self._narrow_weight(use)
+            log_w = self._narrow_weight(use, math.log(sampling.NARROW_ARRIVAL_GROWTH))
         elif self.policy == "challenger":
             log_w = self._ledger.challenger(use)
         else:
@@ -303,7 +305,9 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         masks = self._uniform_masks(gen_id)
         use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger" and self._narrow():
-            log_w = self._narrow_weight(use)
+            d = self.n_features_in_
+            k = sampling.subspace_size(d, self.max_features, self.max_subspace)
+            log_w = self._narrow_weight(use, sampling.narrow_log_growth(d, k))
         elif self.policy == "challenger":
             log_w = self._ledger.refresh(use, self.trees_per_generation)
         else:
@@ -361,11 +365,11 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         return self.split_features == "auto" and sampling.is_narrow(
             self.n_features_in_, self.max_features, self.max_subspace)
 
-    def _narrow_weight(self, use: np.ndarray) -> float:
-        """Log weight of a narrow stream's generation. Every tree uses every feature: no weight balances the
-        features' use (Algorithm 1's is unbounded), so it outgrows the newest as generations do on a wide stream."""
-        d = self.n_features_in_
-        growth_rate = sampling.narrow_log_growth(d, sampling.subspace_size(d, self.max_features, self.max_subspace))
+    def _narrow_weight(self, use: np.ndarray, growth_rate: float) -> float:
+        """Log weight of a narrow stream's generation: the newest's times ``exp(growth_rate)``. Every tree uses every
+        feature: no weight balances the features' use (Algorithm 1's is unbounded), so it outgrows the newest: by
+        :data:`~streamforest.sampling.NARROW_ARRIVAL_GROWTH` when a feature arrives (only its trees see that feature
+        with the others), as generations grow on a wide stream when it refreshes."""
         return self._ledger.add(max(g.log_weight for g in self._generations) + growth_rate, use)
 
     def _uniform_masks(self, gen_id: int) -> np.ndarray:

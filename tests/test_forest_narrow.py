@@ -11,7 +11,7 @@ from helpers import stream_in
 from sklearn.metrics import roc_auc_score
 
 from streamforest import FeatureStreamForest
-from streamforest.sampling import NARROW_SUBSPACE, is_narrow, narrow_split_size
+from streamforest.sampling import NARROW_ARRIVAL_GROWTH, NARROW_SUBSPACE, is_narrow, narrow_split_size
 
 
 def xor_stream(n: int = 900, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -39,10 +39,15 @@ def test_every_tree_takes_every_feature_and_each_generation_outweighs_the_last()
         assert all(s.tolist() == list(range(d)) for s in g.subspaces)  # the forced feature too
         assert g.split_ks.tolist() == [narrow_split_size(d, 2 / 3, 64)] * 6
     assert [g["forced"] for g in f.generations_] == [["x0"], ["x1"], ["x2"]]
-    # 2/3 of the features per split: each generation outweighs the one before by 1 / (1 - 2/3) = 3.
+    # Each arrival's generation outweighs the one before tenfold (only its trees see the new feature with the others).
     steps = np.diff([g.log_weight for g in gens])
-    np.testing.assert_allclose(steps, math.log(3.0))
-    np.testing.assert_allclose(f._ledger.virtual_use(), 6 * np.array([1 + 3 + 9, 3 + 9, 9]))
+    np.testing.assert_allclose(steps, math.log(NARROW_ARRIVAL_GROWTH))
+    assert NARROW_ARRIVAL_GROWTH == 10.0
+    np.testing.assert_allclose(f._ledger.virtual_use(), 6 * np.array([1 + 10 + 100, 10 + 100, 100]))
+    # A refresh grows as generations do on a wide stream: 2/3 of the features per split, 1 / (1 - 2/3) = 3.
+    before = gens[-1].log_weight
+    f.refresh()
+    assert f._generations[-1].log_weight - before == pytest.approx(math.log(3.0))
 
 
 def test_past_the_narrow_width_the_paper_bookkeeping_resumes():
