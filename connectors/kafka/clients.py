@@ -15,7 +15,7 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove, NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
 from kafka.partitioner.default import murmur2
 from kafka.producer.transaction_manager import TransactionState
 from kafka.protocol.admin import DescribeGroupsRequest
@@ -52,7 +52,50 @@ def consumer(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
     settings.update(overrides)
     c = KafkaConsumer(**settings)
     _tolerate_empty_assignment(c)
+    _remember_join_leader(c)
     return c
+
+
+def _remember_join_leader(consumer: KafkaConsumer) -> None:
+    """Keep the leader named by the consumer's last successful JoinGroup answer, and since when its SyncGroup has
+    waited (:func:`awaited_leader`)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    join = getattr(coordinator, "_process_join_group_response", None)
+    sync = getattr(coordinator, "_process_sync_group_response", None)
+    if join is None or sync is None:
+        return
+
+    def joined(response: Any, send_time: float) -> Any:
+        result = join(response, send_time)
+        coordinator._streamforest_leader = (response.leader, response.member_id, time.monotonic())
+        coordinator._streamforest_syncing = True
+        return result
+
+    def synced(response: Any, send_time: float) -> Any:
+        coordinator._streamforest_syncing = False
+        return sync(response, send_time)
+
+    coordinator._process_join_group_response = joined
+    coordinator._process_sync_group_response = synced
+
+
+def join_leader(consumer: KafkaConsumer) -> tuple[str, float] | None:
+    """The member id the consumer's last successful JoinGroup answer named as the group's leader, and the time
+    (``time.monotonic()``) of that answer (``None``: no answer yet, or this kafka-python does not let it be read)."""
+    found = getattr(getattr(consumer, "_coordinator", None), "_streamforest_leader", None)
+    return None if found is None or not found[0] else (found[0], found[2])
+
+
+def awaited_leader(consumer: KafkaConsumer) -> tuple[str, float] | None:
+    """The leader another member's SyncGroup waits for, as the consumer's last JoinGroup answer named it, and
+    the time (``time.monotonic()``) of that answer; ``None`` when no SyncGroup is in flight or the consumer is
+    the leader itself (its own SyncGroup waits on nobody)."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    found = getattr(coordinator, "_streamforest_leader", None)
+    if found is None or not getattr(coordinator, "_streamforest_syncing", False) or not found[0] or \
+            found[0] == found[1]:
+        return None
+    return found[0], found[2]
 
 
 #: The bytes of an assignment of no partitions (what a SyncGroup answer should carry for a member given nothing).
@@ -373,6 +416,45 @@ def remove_members(client: KafkaAdminClient, group_id: str, members: Iterable[Me
         return {}
     result = client.remove_group_members(group_id, leaving)
     return {str(k): v.__name__ for k, v in result.items()}
+
+
+def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, leader: str,
+                          session_timeout_ms: int) -> str:
+    """Make a coordinator forget a leader ``leader`` that is no longer a member of ``group_id`` (Tansu 0.6).
+
+    Tansu keeps a departed member's id as the leader of a forming group (expired while the group was formed and
+    the group changed afterwards, or removed by a LeaveGroup while it formed): no member is elected, and every
+    SyncGroup is answered "rebalance in progress", for ever (``python -m scenarios.kafka_tansu_leader``). Tansu
+    clears a forming group's leader only when it expires that member for its silence, and only a member can
+    expire. So this joins the group once as ``leader`` (a dynamic JoinGroup under that member id: the coordinator
+    takes it back as a member and answers it as the leader), stays silent for the group's session timeout and
+    sends a LeaveGroup for it: the coordinator first expires silent members, the leader with them, and elects the
+    next member that joins. A coordinator that refuses the JoinGroup or answers it with another leader gets the
+    LeaveGroup at once (nothing to expire). Returns what happened, for the log; about 1.5 session timeouts.
+    """
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.protocol.consumer.group import JoinGroupRequest
+
+    async def join_as_leader() -> Any:
+        node = await client._find_coordinator_id(group_id)
+        request = JoinGroupRequest(
+            group_id=group_id, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=session_timeout_ms,
+            member_id=leader, group_instance_id=None, protocol_type="consumer",
+            protocols=[(CooperativeStickyAssignor.name, CooperativeStickyAssignor().metadata({topic}))],
+            max_version=7)
+        return await client._manager.send(request, node_id=node, request_timeout_ms=2 * session_timeout_ms + 5000)
+
+    response = client._manager.run(join_as_leader)
+    joined = for_code(response.error_code).__name__
+    elected = response.error_code == 0 and response.leader == leader
+    if elected:
+        time.sleep(session_timeout_ms / 1000 + 1.0)
+    try:
+        left = remove_members(client, group_id, [Member(leader)]).get(leader, "no answer")
+    except KafkaError as exc:  # a top-level UnknownMemberId: nothing left to remove
+        left = type(exc).__name__
+    return (f"JoinGroup as {leader}: {joined}, {'elected' if elected else f'leader {response.leader!r}'}; "
+            f"{'after the session timeout, ' if elected else ''}LeaveGroup: {left}")
 
 
 def ensure_topics(config: WorkerConfig) -> None:

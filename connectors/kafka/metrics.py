@@ -53,7 +53,8 @@ class WorkerMetrics:
                                     "nobody's hands) and left and joined it again", registry=r)
         self.members_removed = Counter("streamforest_kafka_group_members_removed",
                                        "Members the worker removed from its group (LeaveGroup by member id): each "
-                                       "held an input partition whose records stood still for the stall timeout",
+                                       "held an input partition whose records stood still for the stall timeout, or "
+                                       "was a departed member the coordinator still named as the group's leader",
                                        registry=r)
         self.restore_seconds = Histogram("streamforest_kafka_restore_seconds",
                                          "Time to restore a partition's state from the changelog",

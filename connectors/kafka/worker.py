@@ -15,6 +15,9 @@ that keeps a dead static member (noida-db for ever, Tansu for the rebalance time
 the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a row lengthen the
 wait before the next one and the time out of the group (:meth:`Worker._stall_limit`, :meth:`Worker._rejoin_pause`):
 two members whose rejoins keep stalling each other drift apart, and the others' rebalance ends while one is out.
+A rebalance that has lasted a session timeout under a leader that is no longer a member of the group (Tansu keeps
+such a leader for ever, and elects no other) is a stall at once: the rejoin first makes the coordinator forget that
+leader (:meth:`Worker._clear_leader`).
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ POLL_SECONDS = 0.2
 GROUP_CHECK_SECONDS = 2.0
 #: Most times the stall timeout a worker waits before its next rejoin after stalls in a row (the back-off doubles).
 STALL_BACKOFF_MAX = 4
+#: Session timeouts a SyncGroup may wait for the leader's assignment before that leader is removed from the group
+#: (a live leader sends its assignment as soon as its JoinGroup is answered, as the others' are).
+LEADER_SYNC_SESSIONS = 2
 
 
 class Worker:
@@ -89,6 +95,13 @@ class Worker:
         #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
         self._waiting: dict[tuple[int, int, int], bool] = {}
         self.next_group_check = 0.0
+        #: The leader the coordinator names although it is no longer a member (:meth:`_check_leader`).
+        self.departed_leader: str | None = None
+        #: A leader named by a JoinGroup answer and missing from the group's members, since when (monotonic).
+        self.missing_leader: tuple[str, float] | None = None
+        #: Leaders removed for keeping this worker's SyncGroup waiting (each is removed once).
+        self.removed_leaders: set[str] = set()
+        self.next_leader_check = 0.0
         #: Whether the group has formed with this worker in it (it was a stable member or was given partitions).
         self.was_member = False
         self.probe: Any = None
@@ -259,8 +272,15 @@ class Worker:
         if not stable:
             if self.unsettled_since is None:
                 self.unsettled_since = now
-            if now - self.unsettled_since >= limit:
-                return f"joining or rebalancing for {now - self.unsettled_since:.0f} s", stalled
+            waited = now - self.unsettled_since
+            if waited >= limit:
+                return f"joining or rebalancing for {waited:.0f} s", stalled
+            if waited >= self.config.session_timeout_ms / 1000 and now >= self.next_leader_check:
+                self.next_leader_check = now + GROUP_CHECK_SECONDS
+                self._check_leader(now)
+                if self.departed_leader is not None:
+                    return (f"rebalancing for {waited:.0f} s under leader {self.departed_leader}, which is no "
+                            f"longer a member of the group"), stalled
             return None
         self.unsettled_since = None
         if not stalled:
@@ -329,6 +349,50 @@ class Worker:
         everyone = (*sorted(m.member_id for m in others), f"generation {meta.generation_id}")
         return dict.fromkeys(partitions, everyone)
 
+    def _check_leader(self, now: float) -> None:
+        """Look at the leader this consumer's last JoinGroup answer named (not this worker), in a rebalance that
+        has lasted a session timeout. When it is no longer a member of the group as DescribeGroups lists it, and
+        a JoinGroup answered after it was first found missing names it again (Tansu keeps such a departed leader
+        for ever and elects no other), note it in ``departed_leader``: the caller rejoins and :meth:`_rejoin`
+        clears it. When it is a member but this worker's SyncGroup has waited
+        ``LEADER_SYNC_SESSIONS`` session timeouts for its assignment (noida-db keeps a SIGKILLed dynamic leader as a
+        member and elects it again), remove it by member id: the coordinator then elects a live member."""
+        me = self.consumer.group_metadata().member_id
+        named = clients.join_leader(self.consumer)
+        if named is None or named[0] == me or named[0] in self.removed_leaders:
+            return
+        leader, answered = named
+        try:
+            members = {m.member_id for m in clients.group_members(self._admin(), self.config.group_id,
+                                                                  self.config.topics.input)}
+        except (KafkaError, ValueError) as exc:
+            log.warning("the group's members are unavailable (%s): checked again later", exc)
+            return
+        if leader not in members:
+            # Departed only if a JoinGroup answered after it was first found missing names it again: an answer
+            # from before its expiry (a coordinator that expires a dead leader elects another) is no evidence.
+            if self.missing_leader is None or self.missing_leader[0] != leader:
+                self.missing_leader = (leader, now)
+            elif answered > self.missing_leader[1]:
+                self.departed_leader = leader
+            return
+        awaited = clients.awaited_leader(self.consumer)
+        limit = LEADER_SYNC_SESSIONS * self.config.session_timeout_ms / 1000
+        if awaited is None or awaited[0] != leader or now - awaited[1] < limit:
+            return
+        try:
+            removed = clients.remove_members(self._admin(), self.config.group_id, [clients.Member(leader)])
+        except KafkaError as exc:
+            log.warning("removing leader %s from group %s failed (%s): checked again later", leader,
+                        self.config.group_id, exc)
+            return
+        self.removed_leaders.add(leader)
+        result = removed.get(leader, "no answer")
+        log.warning("removed member %s, the leader of group %s, whose assignment this worker's SyncGroup has "
+                    "awaited for %.0f s: %s", leader, self.config.group_id, now - awaited[1], result)
+        if result == "NoError":
+            self.metrics.members_removed.inc()
+
     def _records_waiting(self, partition: int, offset: int, end: int) -> bool:
         """Whether a committed input record is there to read at or after ``offset`` (not only a transaction's
         marker or aborted records): read once per standing offset."""
@@ -380,6 +444,9 @@ class Worker:
             clients.bounded(old.close, "leave group", seconds=10.0)
         except Exception as exc:  # a broker gone or a join in flight: the new consumer replaces the member anyway
             log.warning("closing the stalled consumer failed: %s", exc)
+        departed, self.departed_leader = self.departed_leader, None
+        if departed is not None:
+            self._clear_leader(departed)
         # Out of the group, the others' rebalance can end without this worker and they go on with every partition;
         # after stalls in a row it stays out longer before joining again (what ends a cycle of stalls).
         self.stopping.wait(self._rejoin_pause())
@@ -441,6 +508,20 @@ class Worker:
         if self.config.instance_id is not None and me:
             log.info("left group %s as member %s so that joining again is a membership change: %s",
                      self.config.group_id, me, removed.get(me, "no answer"))
+
+    def _clear_leader(self, leader: str) -> None:
+        """Make the coordinator forget ``leader``, a departed member it still names as the group's leader
+        (:func:`clients.clear_departed_leader`: about 1.5 session timeouts, out of the group), and count it as a
+        member removed."""
+        try:
+            what = clients.clear_departed_leader(self._admin(), self.config.group_id, self.config.topics.input, leader,
+                                                 self.config.session_timeout_ms)
+        except KafkaError as exc:
+            log.warning("clearing departed leader %s of group %s failed (%s): joining again", leader,
+                        self.config.group_id, exc)
+            return
+        self.metrics.members_removed.inc()
+        log.warning("removed departed leader %s from group %s: %s", leader, self.config.group_id, what)
 
     def _admin(self) -> Any:
         """The admin client that describes the group and removes members (made when first needed)."""
