@@ -15,9 +15,11 @@ that keeps a dead static member (noida-db for ever, Tansu for the rebalance time
 the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a row lengthen the
 wait before the next one and the time out of the group (:meth:`Worker._stall_limit`, :meth:`Worker._rejoin_pause`):
 two members whose rejoins keep stalling each other drift apart, and the others' rebalance ends while one is out.
-A rebalance that has lasted a session timeout under a leader that is no longer a member of the group (Tansu keeps
-such a leader for ever, and elects no other) is a stall at once: the rejoin first makes the coordinator forget that
-leader (:meth:`Worker._clear_leader`).
+A rebalance that has lasted a session timeout under a dead leader ends sooner (:meth:`Worker._check_leader`): a
+leader that is no longer a member of the group (Tansu keeps such a leader for ever, and elects no other) is a stall
+at once, and the rejoin first makes the coordinator forget it (:meth:`Worker._clear_leader`); a member leader whose
+assignment the SyncGroup has awaited for two session timeouts (noida-db elects a SIGKILLed dynamic leader again) is
+removed by member id.
 """
 
 from __future__ import annotations
