@@ -11,10 +11,11 @@ The worker does not rely on the group coordinator to end every wait: when it has
 hands (or none) that long under the same holder with its committed offset standing still, it hands its partitions
 over, closes its consumer and joins again with a new one (:meth:`Worker._rejoin`). It first removes from the group
 the member that holds such a partition and, when static, itself (:meth:`Worker._remove_holders`): a coordinator
-that keeps a dead static member (noida-db for ever, Tansu for the rebalance timeout or longer) would otherwise give
-the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a row lengthen the
-wait before the next one and the time out of the group (:meth:`Worker._stall_limit`, :meth:`Worker._rejoin_pause`):
-two members whose rejoins keep stalling each other drift apart, and the others' rebalance ends while one is out.
+that keeps a dead static member (noida-db for ever, Tansu until another member's heartbeat expires it) would
+otherwise give the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a
+row lengthen the wait before the next one and the time out of the group (:meth:`Worker._stall_limit`,
+:meth:`Worker._rejoin_pause`): two members whose rejoins keep stalling each other drift apart, and the others'
+rebalance ends while one is out.
 A rebalance that has lasted a session timeout under a dead leader ends sooner (:meth:`Worker._check_leader`): a
 leader that is no longer a member of the group (Tansu keeps such a leader for ever, and elects no other) is a stall
 at once, and the rejoin first makes the coordinator forget it (:meth:`Worker._clear_leader`); a member leader whose
