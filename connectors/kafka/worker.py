@@ -519,7 +519,7 @@ class Worker:
         try:
             what = clients.clear_departed_leader(self._admin(), self.config.group_id, self.config.topics.input, leader,
                                                  self.config.session_timeout_ms)
-        except KafkaError as exc:
+        except (KafkaError, AttributeError) as exc:  # AttributeError: a kafka-python without the internals it uses
             log.warning("clearing departed leader %s of group %s failed (%s): joining again", leader,
                         self.config.group_id, exc)
             return
