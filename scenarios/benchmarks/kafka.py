@@ -22,6 +22,7 @@ prints the tables and writes ``results/benchmarks/kafka.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import itertools
 import json
@@ -58,6 +59,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 DEFAULT_DATASETS = "MagicTelescope:3"
 QUICK_DATASETS = "banknote-authentication:2,diabetes:2"
+#: What the engine, the workers and the clients run on before the clock starts.
+WARM_UP_DATASETS = "banknote-authentication:2"
 RAW_BLOCKS = "raw loop, blocks"
 RAW_SENDS = "raw loop, send per record"
 RAW_CONFLUENT = "raw loop, confluent-kafka"
@@ -131,6 +134,9 @@ class CpuMeter:
         return t.user + t.system, ticks / os.sysconf("SC_CLK_TCK")
 
     def start(self) -> None:
+        """Start a lap, after a full garbage collection: every row starts from the same heap, and none pays for
+        the garbage of the row before it."""
+        gc.collect()
         self._last = self._now()
 
     def lap(self, name: str) -> None:
@@ -141,10 +147,13 @@ class CpuMeter:
               flush=True)
 
 
-def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path) -> float:
-    """Seconds of the embedded runtime over ``lines`` into the new directory ``out_dir``."""
+def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path, cpu: CpuMeter | None = None) -> float:
+    """Seconds of the embedded runtime over ``lines`` into the new directory ``out_dir`` (``cpu``: started once the
+    input file is written)."""
     out_dir.mkdir()
     (out_dir / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     run(str(out_dir / "in.jsonl"), str(out_dir), config)
     return time.perf_counter() - t
@@ -165,12 +174,15 @@ def producer_settings(batching: dict[str, Any] | None):
 class GroupEvents(logging.Handler):
     """What the worker's log says happened to its group membership while it ran: partitions restarted (a failed
     commit or produce, an assignment the worker did not expect) and messages replayed into restored state. A CPU
-    figure of a run where these are not 0 includes work done twice."""
+    figure of a run where these are not 0 includes work done twice. Also the state snapshots it wrote (their count
+    follows the engine's wall time, ``--state-interval``: a slower round writes more of them)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.restarts = 0
         self.replayed = 0
+        self.snapshots = 0
+        self.snapshot_bytes = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = str(record.msg)
@@ -178,6 +190,9 @@ class GroupEvents(logging.Handler):
             self.restarts += 1
         elif "replaying %d messages" in msg:
             self.replayed += int(record.args[4])
+        elif "state snapshot of %d bytes" in msg:
+            self.snapshots += 1
+            self.snapshot_bytes += int(record.args[1])
 
 
 def _ends(bootstrap: str, topic: str) -> dict[int, int]:
@@ -206,12 +221,14 @@ def _wait_done(worker: Worker, ends: dict[int, int]) -> None:
 
 
 def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig, guarantee: str,
-               **settings: Any) -> tuple[float, dict[str, int]]:
-    """Seconds from the worker's start until every input offset is committed (the input is produced first), and
-    its group events: rebalances (assignments and revocations, 2 when nothing went wrong), group stalls, partition
-    restarts, messages replayed; ``settings`` are WorkerConfig's."""
+               cpu: CpuMeter | None = None, **settings: Any) -> tuple[float, dict[str, int]]:
+    """Seconds from the worker's start until every input offset is committed, and its group events: rebalances
+    (assignments and revocations, 2 when nothing went wrong), group stalls, partition restarts, messages replayed,
+    state snapshots and commits; ``settings`` are WorkerConfig's. The input is produced first and ``cpu`` started
+    after it: the worker's CPU runs from its start to its shutdown (the state snapshots of its partitions)."""
     topic = create_topics(bootstrap, prefix)
     produce(bootstrap, topic, lines)
+    ends = _ends(bootstrap, topic)
     worker = Worker(WorkerConfig(bootstrap_servers=bootstrap, group_id=prefix, topics=Topics(topic, prefix),
                                  guarantee=guarantee, **settings), config)
     thread = threading.Thread(target=worker.run)
@@ -219,11 +236,13 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
     logger = logging.getLogger("streamforest.kafka")
     logger.addHandler(events)
     level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     try:
+        if cpu is not None:
+            cpu.start()
         t = time.perf_counter()
         thread.start()
-        _wait_done(worker, _ends(bootstrap, topic))
+        _wait_done(worker, ends)
         seconds = time.perf_counter() - t
         threads = thread_cpu()
         worker.stop()
@@ -233,7 +252,9 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
         logger.setLevel(level)
     m = worker.metrics
     return seconds, {"rebalances": int(m.rebalances._value.get()), "stalls": int(m.group_stalls._value.get()),
-                     "restarts": events.restarts, "replayed": events.replayed, "threads": threads}
+                     "restarts": events.restarts, "replayed": events.replayed, "snapshots": events.snapshots,
+                     "snapshot_bytes": events.snapshot_bytes, "commits": int(m.commits._value.get()),
+                     "threads": threads}
 
 
 def thread_cpu() -> dict[str, float]:
@@ -253,7 +274,8 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
-def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple], bulk: bool) -> float:
+def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple], bulk: bool,
+                 cpu: CpuMeter | None = None) -> float:
     """kafka-python alone: consume the input, produce the same output records (spread over the input messages)
     with the worker's headers and producer settings, commit after each poll. No learning: the cost of moving the
     bytes. ``bulk``: as the worker sends a republication batch (``TrackedProducer.send_block``, consecutive records
@@ -265,6 +287,8 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     sends = [outputs[k * per:(k + 1) * per] for k in range(len(lines))]
     if bulk:
         sends = [_blocks(prefix, s) for s in sends]
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False,
                       auto_offset_reset="earliest")
@@ -295,7 +319,8 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     return seconds
 
 
-def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple]) -> float:
+def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple],
+                       cpu: CpuMeter | None = None) -> float:
     """The raw loop of :func:`run_raw_loop` with confluent-kafka (librdkafka, C) instead of kafka-python: the same
     records, keys (murmur2 partitioning, as the worker's), headers, idempotence, lz4, linger and batch size; a
     second floor, what a client in C spends moving the same bytes."""
@@ -311,6 +336,8 @@ def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs:
         if err is not None:
             failed.append(err)
 
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": prefix, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
@@ -478,17 +505,18 @@ def row_prefix(name: str, prefix: str) -> str | None:
 
 
 def measure(name: str, bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig,
-            outputs: list[tuple], out_dir: Path) -> dict[str, Any]:
-    """Run one row of :data:`ROUND`: its seconds, and a worker's group events."""
+            outputs: list[tuple], out_dir: Path, cpu: CpuMeter) -> dict[str, Any]:
+    """Run one row of :data:`ROUND`: its seconds, and a worker's group events. ``cpu`` is started once the row's
+    input is ready (its topics created and the input produced, or its file written): its lap is the row's work."""
     topics = row_prefix(name, prefix)
     if topics is None:
-        return {"seconds": run_embedded(lines, config, out_dir)}
+        return {"seconds": run_embedded(lines, config, out_dir, cpu)}
     if name.startswith("worker "):
-        seconds, events = run_worker(bootstrap, topics, lines, config, name.removeprefix("worker "))
+        seconds, events = run_worker(bootstrap, topics, lines, config, name.removeprefix("worker "), cpu)
         return {"seconds": seconds, **events}
     if name == RAW_CONFLUENT:
-        return {"seconds": run_confluent_loop(bootstrap, topics, lines, outputs)}
-    return {"seconds": run_raw_loop(bootstrap, topics, lines, outputs, name == RAW_BLOCKS)}
+        return {"seconds": run_confluent_loop(bootstrap, topics, lines, outputs, cpu)}
+    return {"seconds": run_raw_loop(bootstrap, topics, lines, outputs, name == RAW_BLOCKS, cpu)}
 
 
 #: The goals: ratio -> (whether a value meets it, its text, the worst of several values).
@@ -534,9 +562,11 @@ def print_tables(n_in: int, n_out: int, load: list[float], rounds: list[dict[str
             threads = row.get(name, {}).get("threads")
             if threads:
                 rest = row[name]["ours"] - sum(threads.values())
+                r = row[name]
                 print(f"{name}, our CPU s by thread: " + ", ".join(
                     f"{t} {v:.1f}" for t, v in sorted(threads.items(), key=lambda x: -x[1])) +
-                      f", numba threads and ended threads {rest:.1f}")
+                      f", numba threads and ended threads {rest:.1f}; {r.get('commits', 0)} commits, "
+                      f"{r.get('snapshots', 0)} state snapshots ({r.get('snapshot_bytes', 0) / 1e6:.0f} MB)")
     print()
     print(f"| {'ratio of our CPU seconds':<50} | {'rounds':>16} | {'median':>7} | {'worst':>7} | goal |")
     print(f"|{'-' * 52}|{'-' * 17}:|{'-' * 8}:|{'-' * 8}:|---|")
@@ -593,9 +623,14 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         try:
             lines = throughput_messages(datasets)
-            # numba compiles (or loads) the kernels, and the clients their codecs, outside the clock
-            run_embedded(lines[:3], config, tmp / "warm-up")
-            run_worker(broker.bootstrap, "warm-up", lines[:3], config, "exactly-once")
+            # numba compiles (or loads) the kernels, and the clients their codecs, outside the clock: on messages of
+            # every kind (samples, features, labels), so that every kernel a round uses has run, through the
+            # embedded runtime and both workers (the first round would otherwise pay for it in one of its rows)
+            warm = throughput_messages(WARM_UP_DATASETS)
+            run_embedded(warm, config, tmp / "warm-up")
+            for guarantee in ("at-least-once", "exactly-once"):
+                run_worker(broker.bootstrap, f"warm-up-{guarantee}", warm, config, guarantee)
+                delete_topics(broker.bootstrap, f"warm-up-{guarantee}")
             cpu = CpuMeter(broker.proc.pid)
             load = [os.getloadavg()[0]]
             outputs: list[tuple] = []
@@ -606,8 +641,8 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     if args.no_floors and name.startswith("raw loop"):
                         continue
-                    cpu.start()
-                    row = measure(name, broker.bootstrap, f"r{r}", lines, config, outputs, tmp / f"embedded{r}")
+                    row = measure(name, broker.bootstrap, f"r{r}", lines, config, outputs, tmp / f"embedded{r}",
+                                  cpu)
                     cpu.lap(name)
                     if row_prefix(name, f"r{r}") is not None:
                         delete_topics(broker.bootstrap, row_prefix(name, f"r{r}"))
@@ -623,9 +658,9 @@ def main(argv: list[str] | None = None) -> int:
                 for k, (compression, batching, settings) in enumerate(SWEEP):
                     name = _settings_name(compression, batching, settings)
                     with producer_settings(batching):
-                        cpu.start()
                         seconds, happened = run_worker(broker.bootstrap, f"sweep{k}", lines, config,
-                                                       "at-least-once", compression_type=compression, **settings)
+                                                       "at-least-once", cpu, compression_type=compression,
+                                                       **settings)
                         cpu.lap(name)
                     sweep[name] = {"seconds": seconds, "ours": cpu.laps[name][0], "broker": cpu.laps[name][1],
                                    **happened}
