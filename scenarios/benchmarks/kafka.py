@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -118,7 +119,16 @@ class CpuMeter:
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
         self.laps: dict[str, tuple[float, float]] = {}
+        #: Of each lap, our system CPU seconds and our page faults (minor and major): the kernel's share of our
+        #: CPU, and the memory the row touched for the first time (a heap that grows costs system CPU).
+        self.kernel: dict[str, tuple[float, int]] = {}
         self._last = self._now()
+        self._last_kernel = self._kernel()
+
+    @staticmethod
+    def _kernel() -> tuple[float, int]:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_stime, r.ru_minflt + r.ru_majflt
 
     def _now(self) -> tuple[float, float]:
         t = os.times()
@@ -138,11 +148,13 @@ class CpuMeter:
         the garbage of the row before it."""
         gc.collect()
         self._last = self._now()
+        self._last_kernel = self._kernel()
 
     def lap(self, name: str) -> None:
-        now = self._now()
+        now, kernel = self._now(), self._kernel()
         self.laps[name] = (now[0] - self._last[0], now[1] - self._last[1])
-        self._last = now
+        self.kernel[name] = (kernel[0] - self._last_kernel[0], kernel[1] - self._last_kernel[1])
+        self._last, self._last_kernel = now, kernel
         print(f"{name}: our CPU {self.laps[name][0]:.1f} s, broker CPU {self.laps[name][1]:.1f} s", file=sys.stderr,
               flush=True)
 
@@ -457,6 +469,56 @@ def _restart_until_caught_up(cmd: list[str]) -> tuple[subprocess.Popen, dict]:
     return worker, {"recovery_s": recovery, "restore_s_per_partition": restore_s, "messages_replayed": replayed}
 
 
+def commit_cost(bootstrap: str, prefix: str, guarantee: str, commits: int) -> float:
+    """CPU seconds of this process per commit of one partition, the calls of ``PartitionTask.checkpoint`` in a loop:
+    four 2 KB records (one per output partition) and the changelog's ``position`` record per commit; at-least-once
+    a flush, the position, a flush and the consumer's offset commit; exactly-once the transaction's begin, the
+    records, the position, a flush, the offsets into the transaction and its commit (one helper thread, as the
+    worker's). What exactly-once costs beyond at-least-once per commit, apart from the records."""
+    topic = create_topics(bootstrap, prefix)
+    produce(bootstrap, topic, [b"{}"])
+    config = WorkerConfig(bootstrap_servers=bootstrap, group_id=prefix, topics=Topics(topic, prefix),
+                          guarantee=guarantee)
+    consumer = clients.consumer(config)
+    consumer.subscribe([topic])
+    while not consumer.assignment():
+        consumer.poll(timeout_ms=100)
+    eos = config.exactly_once
+    producer = clients.TrackedProducer(clients.producer(config, f"{prefix}-0" if eos else None))
+    if eos:
+        producer.init_transactions()
+    tp, value = TopicPartition(topic, 0), b"x" * 2000
+
+    def commit(k: int) -> None:
+        if eos:
+            producer.begin_transaction()
+        for partition in range(PARTITIONS):
+            producer.send(config.topics.output("encoding"), key=b"k", value=value, partition=partition)
+        if not eos:
+            producer.check_delivered()
+        producer.send(config.topics.state, partition=0, key=b"position", value=b"{}")
+        producer.check_delivered()
+        offsets = {tp: OffsetAndMetadata(k, "", -1)}
+        if eos:
+            group = consumer.group_metadata()
+            clients.bounded(lambda: (producer.send_offsets_to_transaction(offsets, group),
+                                     producer.commit_transaction()), "commit")
+        else:
+            consumer.commit(offsets)
+
+    try:
+        for k in range(20):  # connections, coordinators, the first transaction's partitions
+            commit(k)
+        gc.collect()
+        t = time.process_time()
+        for k in range(20, 20 + commits):
+            commit(k)
+        return (time.process_time() - t) / commits
+    finally:
+        producer.close()
+        consumer.close()
+
+
 def measure_recovery(bootstrap: str, lines: list[bytes]) -> dict:
     """Process everything, then SIGKILL twice and restart: (1) right when the input is all committed (the last
     state snapshot is then up to ``--state-interval`` seconds of engine work old: the replay is the longest),
@@ -548,16 +610,16 @@ def print_tables(n_in: int, n_out: int, load: list[float], rounds: list[dict[str
           "partition restarts / messages replayed")
     for k, row in enumerate(rounds):
         print(f"\nround {k + 1}")
-        print(f"| {'':<27} | {'our CPU s':>9} | {'broker CPU s':>12} | {'wall s':>7} | {'out records/s':>13} | "
-              f"{'group events':>12} |")
-        print(f"|{'-' * 29}|{'-' * 10}:|{'-' * 13}:|{'-' * 8}:|{'-' * 14}:|{'-' * 13}:|")
+        print(f"| {'':<27} | {'our CPU s':>9} | {'of it system':>12} | {'page faults':>11} | {'broker CPU s':>12} | "
+              f"{'wall s':>7} | {'out records/s':>13} | {'group events':>12} |")
+        print(f"|{'-' * 29}|{'-' * 10}:|{'-' * 13}:|{'-' * 12}:|{'-' * 13}:|{'-' * 8}:|{'-' * 14}:|{'-' * 13}:|")
         for name in ROUND:
             if name not in row:
                 continue
             r = row[name]
             happened = f"{r['rebalances']} / {r['restarts']} / {r['replayed']}" if "rebalances" in r else ""
-            print(f"| {name:<27} | {r['ours']:>9.1f} | {r['broker']:>12.1f} | {r['seconds']:>7.1f} | "
-                  f"{n_out / r['seconds']:>13,.0f} | {happened:>12} |")
+            print(f"| {name:<27} | {r['ours']:>9.1f} | {r['ours_system']:>12.1f} | {r['page_faults']:>11,} | "
+                  f"{r['broker']:>12.1f} | {r['seconds']:>7.1f} | {n_out / r['seconds']:>13,.0f} | {happened:>12} |")
         for name in ROUND:
             threads = row.get(name, {}).get("threads")
             if threads:
@@ -610,6 +672,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how many times each row is measured, alternately in reverse order (default 2)")
     ap.add_argument("--no-floors", action="store_true",
                     help="only the embedded runtime and the workers (no raw loops)")
+    ap.add_argument("--commit-cost", type=int, default=200, metavar="N",
+                    help="CPU per commit of one partition, at-least-once and exactly-once, over N commits each, "
+                         "twice (default 200; 0: not measured)")
     ap.add_argument("--out", default="results/benchmarks/kafka.json")
     args = ap.parse_args(argv)
     datasets, recovery_size = (QUICK_DATASETS, "small") if args.quick else (args.datasets, args.recovery)
@@ -623,11 +688,12 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         try:
             lines = throughput_messages(datasets)
-            # numba compiles (or loads) the kernels, and the clients their codecs, outside the clock: on messages of
-            # every kind (samples, features, labels), so that every kernel a round uses has run, through the
-            # embedded runtime and both workers (the first round would otherwise pay for it in one of its rows)
+            # Outside the clock: numba compiles (or loads) the kernels, and the clients their codecs, through both
+            # workers; the embedded runtime runs on the whole input, so that the process's heap has grown to a
+            # round's size (the first row of a first round otherwise used 2-3 CPU s more than the same row later,
+            # with the most page faults)
+            run_embedded(lines, config, tmp / "warm-up")
             warm = throughput_messages(WARM_UP_DATASETS)
-            run_embedded(warm, config, tmp / "warm-up")
             for guarantee in ("at-least-once", "exactly-once"):
                 run_worker(broker.bootstrap, f"warm-up-{guarantee}", warm, config, guarantee)
                 delete_topics(broker.bootstrap, f"warm-up-{guarantee}")
@@ -647,7 +713,8 @@ def main(argv: list[str] | None = None) -> int:
                     if row_prefix(name, f"r{r}") is not None:
                         delete_topics(broker.bootstrap, row_prefix(name, f"r{r}"))
                     rounds[r][name] = {"seconds": row.pop("seconds"), "ours": cpu.laps[name][0],
-                                       "broker": cpu.laps[name][1], **row}
+                                       "broker": cpu.laps[name][1], "ours_system": cpu.kernel[name][0],
+                                       "page_faults": cpu.kernel[name][1], **row}
                     if name == "embedded runtime" and not outputs:
                         outputs = embedded_outputs(tmp / f"embedded{r}")
                         sizes = record_sizes(tmp / f"embedded{r}")
@@ -664,6 +731,12 @@ def main(argv: list[str] | None = None) -> int:
                         cpu.lap(name)
                     sweep[name] = {"seconds": seconds, "ours": cpu.laps[name][0], "broker": cpu.laps[name][1],
                                    **happened}
+            commits: dict[str, list[float]] = {}
+            for k in range(2 if args.commit_cost else 0):
+                for guarantee in ("at-least-once", "exactly-once"):
+                    commits.setdefault(guarantee, []).append(
+                        commit_cost(broker.bootstrap, f"commits{k}-{guarantee}", guarantee, args.commit_cost))
+                    delete_topics(broker.bootstrap, f"commits{k}-{guarantee}")
             if recovery_size != "none":
                 shape = (10, 1000, 10) if recovery_size == "small" else (10, 5000, 50)
                 recovery = {"shape": shape, **measure_recovery(broker.bootstrap, recovery_messages(*shape))}
@@ -672,6 +745,10 @@ def main(argv: list[str] | None = None) -> int:
     n_in, n_out = len(lines), len(outputs)
     ratios = [round_ratios(r) for r in rounds]
     print_tables(n_in, n_out, load, rounds, sizes, ratios, sweep)
+    if commits:
+        print()
+        print(f"our CPU per commit of one partition ({args.commit_cost} commits, twice): " + "; ".join(
+            f"{g} {', '.join(f'{c * 1e3:.2f}' for c in cs)} ms" for g, cs in commits.items()))
     if recovery is not None:
         shape = recovery["shape"]
         for case in ("killed_when_committed", "killed_when_quiet"):
@@ -687,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"datasets": datasets, "input_messages": n_in, "output_records": n_out,
                                "rounds": rounds, "load_average": load, "record_sizes": sizes,
                                "ratios": ratios, "sweep": sweep, "producer": clients.BATCHING,
+                               "commit_cpu_s": commits,
                                "recovery": recovery, "environment": environment()}, indent=1))
     return 0
 
