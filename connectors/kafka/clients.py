@@ -203,6 +203,22 @@ def bounded(call: Callable[[], Any], what: str, seconds: float = BROKER_WAIT_S) 
     return box.get("value")
 
 
+class DeliveryFailed(KafkaError):
+    """A record sent through a :class:`TrackedProducer` was not delivered (its batch failed)."""
+
+
+def needs_replacing(producer: KafkaProducer, error: BaseException) -> bool:
+    """Whether an idempotent ``producer`` should give way to a new one (a new producer id, sequence numbers from 0)
+    after ``error``: one of its records was not delivered, or kafka-python holds it in its fatal state, in which it
+    aborts every batch from then on. A broker that restarted may have forgotten the producer's sequence numbers
+    (``OutOfOrderSequenceNumber``), and kafka-python's answer, an epoch bump of the same producer id, can fail for
+    good: Tansu answered it with ``UnknownError``, after which the producer delivered nothing."""
+    if isinstance(error, DeliveryFailed):
+        return True
+    tm = getattr(producer, "_transaction_manager", None)
+    return tm is not None and tm.has_fatal_error()
+
+
 @functools.lru_cache(maxsize=2**18)
 def _key_hash(key: bytes) -> int:
     return murmur2(key) & 0x7FFFFFFF
@@ -334,13 +350,14 @@ class TrackedProducer:
         self.producer.flush(timeout=timeout)
 
     def check_delivered(self) -> None:
-        """Flush, then raise a KafkaError if a record sent since the last check was not delivered."""
+        """Flush, then raise a KafkaError if a record sent since the last check was not acknowledged
+        (:class:`DeliveryFailed` if it failed)."""
         self.flush()
         for future in self.futures:
             if not future.is_done:
                 raise KafkaTimeoutError("a record was not acknowledged after the flush")
             if future.failed():
-                raise KafkaError(f"a record was not delivered: {future.exception!r}")
+                raise DeliveryFailed(f"a record was not delivered: {future.exception!r}")
         self.futures.clear()
 
     def __getattr__(self, name: str) -> Any:

@@ -267,6 +267,8 @@ class PartitionTask:
         self.engine.dirty.clear()
         self.work_since_state = 0.0
         self.metrics.state_bytes.labels(str(self.partition)).set(written)
+        log.debug("partition %d: state snapshot of %d bytes covering offset %d", self.partition, written,
+                  self.position)
 
     # ------------------------------------------------------------------ stop
 

@@ -184,7 +184,7 @@ class Worker:
                     try:
                         task.process(msg)
                     except KafkaError as exc:
-                        self._restart(task, f"producing failed: {exc}")
+                        self._restart(task, f"producing failed: {exc}", exc)
                         break
                     since_commit += 1
                     self.messages += 1
@@ -596,9 +596,33 @@ class Worker:
             self._resume([p])
             self.last_activity = time.monotonic()
 
-    def _restart(self, task: PartitionTask, why: str) -> None:
-        """Abort the partition's open work and start it again from its committed state."""
+    def _restart(self, task: PartitionTask, why: str, error: BaseException | None = None) -> None:
+        """Abort the partition's open work and start it again from its committed state. At-least-once, when
+        ``error`` leaves the shared producer unable to deliver (:func:`clients.needs_replacing`), a new producer
+        takes its place and every partition starts again on it: records the other partitions gave the old one
+        may be lost with it, and their restart republishes them."""
         log.warning("partition %d: %s: aborting and restoring from the changelog", task.partition, why)
+        self._requeue(task)
+        if self.producer is not None and error is not None and clients.needs_replacing(self.producer, error):
+            log.warning("the producer failed (%s): replacing it and restarting partitions %s", error,
+                        sorted(self.tasks) or "none")
+            for other in list(self.tasks.values()):
+                self._requeue(other)
+            try:
+                self.producer.close(timeout=5)
+            except Exception as exc:  # its batches fail with it; their partitions are restarting
+                log.warning("closing the failed producer: %s", exc)
+            while True:
+                try:
+                    self.producer = clients.producer(self.config)
+                    return
+                except KafkaError as exc:  # the broker still away: the partitions wait for the new producer
+                    log.warning("a new producer failed (%s): retrying in %.0f s", exc, RETRY_SECONDS)
+                    if self.stopping.wait(RETRY_SECONDS):
+                        return
+
+    def _requeue(self, task: PartitionTask) -> None:
+        """Close the partition's task and start it again after ``RETRY_SECONDS``."""
         self.tasks.pop(task.partition, None)
         task.close(abort=True)
         self.pending[task.partition] = time.monotonic() + RETRY_SECONDS
@@ -609,7 +633,7 @@ class Worker:
             return task.checkpoint(self.consumer, force_state)
         except KafkaError as exc:
             if task.partition in self.tasks:
-                self._restart(task, f"commit failed: {exc}")
+                self._restart(task, f"commit failed: {exc}", exc)
             else:
                 log.warning("partition %d: final commit failed: %s", task.partition, exc)
             return False
@@ -620,7 +644,8 @@ class Worker:
         if self.consumer.group_metadata().state != MemberState.STABLE:
             return
         for task in list(self.tasks.values()):
-            self._commit(task)
+            if self.tasks.get(task.partition) is task:  # not restarted by a failed commit of another partition
+                self._commit(task)
 
     # ------------------------------------------------------------------ consumer helpers
 

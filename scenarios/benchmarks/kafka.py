@@ -9,6 +9,7 @@
   its group events (rebalances, partition restarts, messages replayed: work done twice when not 2 / 0 / 0). The
   broker shares the machine, so wall time measures it as much as us: the goals are in CPU seconds of this process,
   embedded / worker >= 80% and exactly-once within 5% of at-least-once;
+* our CPU per commit of one partition under each guarantee (``--commit-cost``): what exactly-once adds per commit;
 * the output's bytes per record kind, and what the encodings' ``values`` arrays take of them;
 * ``--sweep``: the worker at-least-once under other producer batching and compression settings;
 * recovery after SIGKILL with 10 streams x 5,000 samples x 50 features: restart -> state restored and the replay
@@ -22,12 +23,14 @@ prints the tables and writes ``results/benchmarks/kafka.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import itertools
 import json
 import logging
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -58,6 +61,8 @@ ROOT = Path(__file__).resolve().parents[2]
 PARTITIONS = 4
 DEFAULT_DATASETS = "MagicTelescope:3"
 QUICK_DATASETS = "banknote-authentication:2,diabetes:2"
+#: What the engine, the workers and the clients run on before the clock starts.
+WARM_UP_DATASETS = "banknote-authentication:2"
 RAW_BLOCKS = "raw loop, blocks"
 RAW_SENDS = "raw loop, send per record"
 RAW_CONFLUENT = "raw loop, confluent-kafka"
@@ -115,7 +120,16 @@ class CpuMeter:
     def __init__(self, broker_pid: int) -> None:
         self.broker_pid = broker_pid
         self.laps: dict[str, tuple[float, float]] = {}
+        #: Of each lap, our system CPU seconds and our page faults (minor and major): the kernel's share of our
+        #: CPU, and the memory the row touched for the first time (a heap that grows costs system CPU).
+        self.kernel: dict[str, tuple[float, int]] = {}
         self._last = self._now()
+        self._last_kernel = self._kernel()
+
+    @staticmethod
+    def _kernel() -> tuple[float, int]:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_stime, r.ru_minflt + r.ru_majflt
 
     def _now(self) -> tuple[float, float]:
         t = os.times()
@@ -131,20 +145,28 @@ class CpuMeter:
         return t.user + t.system, ticks / os.sysconf("SC_CLK_TCK")
 
     def start(self) -> None:
+        """Start a lap, after a full garbage collection: every row starts from the same heap, and none pays for
+        the garbage of the row before it."""
+        gc.collect()
         self._last = self._now()
+        self._last_kernel = self._kernel()
 
     def lap(self, name: str) -> None:
-        now = self._now()
+        now, kernel = self._now(), self._kernel()
         self.laps[name] = (now[0] - self._last[0], now[1] - self._last[1])
-        self._last = now
+        self.kernel[name] = (kernel[0] - self._last_kernel[0], kernel[1] - self._last_kernel[1])
+        self._last, self._last_kernel = now, kernel
         print(f"{name}: our CPU {self.laps[name][0]:.1f} s, broker CPU {self.laps[name][1]:.1f} s", file=sys.stderr,
               flush=True)
 
 
-def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path) -> float:
-    """Seconds of the embedded runtime over ``lines`` into the new directory ``out_dir``."""
+def run_embedded(lines: list[bytes], config: EngineConfig, out_dir: Path, cpu: CpuMeter | None = None) -> float:
+    """Seconds of the embedded runtime over ``lines`` into the new directory ``out_dir`` (``cpu``: started once the
+    input file is written)."""
     out_dir.mkdir()
     (out_dir / "in.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     run(str(out_dir / "in.jsonl"), str(out_dir), config)
     return time.perf_counter() - t
@@ -165,12 +187,15 @@ def producer_settings(batching: dict[str, Any] | None):
 class GroupEvents(logging.Handler):
     """What the worker's log says happened to its group membership while it ran: partitions restarted (a failed
     commit or produce, an assignment the worker did not expect) and messages replayed into restored state. A CPU
-    figure of a run where these are not 0 includes work done twice."""
+    figure of a run where these are not 0 includes work done twice. Also the state snapshots it wrote (their count
+    follows the engine's wall time, ``--state-interval``: a slower round writes more of them)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.restarts = 0
         self.replayed = 0
+        self.snapshots = 0
+        self.snapshot_bytes = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = str(record.msg)
@@ -178,6 +203,9 @@ class GroupEvents(logging.Handler):
             self.restarts += 1
         elif "replaying %d messages" in msg:
             self.replayed += int(record.args[4])
+        elif "state snapshot of %d bytes" in msg:
+            self.snapshots += 1
+            self.snapshot_bytes += int(record.args[1])
 
 
 def _ends(bootstrap: str, topic: str) -> dict[int, int]:
@@ -206,12 +234,14 @@ def _wait_done(worker: Worker, ends: dict[int, int]) -> None:
 
 
 def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig, guarantee: str,
-               **settings: Any) -> tuple[float, dict[str, int]]:
-    """Seconds from the worker's start until every input offset is committed (the input is produced first), and
-    its group events: rebalances (assignments and revocations, 2 when nothing went wrong), group stalls, partition
-    restarts, messages replayed; ``settings`` are WorkerConfig's."""
+               cpu: CpuMeter | None = None, **settings: Any) -> tuple[float, dict[str, int]]:
+    """Seconds from the worker's start until every input offset is committed, and its group events: rebalances
+    (assignments and revocations, 2 when nothing went wrong), group stalls, partition restarts, messages replayed,
+    state snapshots and commits; ``settings`` are WorkerConfig's. The input is produced first and ``cpu`` started
+    after it: the worker's CPU runs from its start to its shutdown (the state snapshots of its partitions)."""
     topic = create_topics(bootstrap, prefix)
     produce(bootstrap, topic, lines)
+    ends = _ends(bootstrap, topic)
     worker = Worker(WorkerConfig(bootstrap_servers=bootstrap, group_id=prefix, topics=Topics(topic, prefix),
                                  guarantee=guarantee, **settings), config)
     thread = threading.Thread(target=worker.run)
@@ -219,11 +249,13 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
     logger = logging.getLogger("streamforest.kafka")
     logger.addHandler(events)
     level = logger.level
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     try:
+        if cpu is not None:
+            cpu.start()
         t = time.perf_counter()
         thread.start()
-        _wait_done(worker, _ends(bootstrap, topic))
+        _wait_done(worker, ends)
         seconds = time.perf_counter() - t
         threads = thread_cpu()
         worker.stop()
@@ -233,7 +265,9 @@ def run_worker(bootstrap: str, prefix: str, lines: list[bytes], config: EngineCo
         logger.setLevel(level)
     m = worker.metrics
     return seconds, {"rebalances": int(m.rebalances._value.get()), "stalls": int(m.group_stalls._value.get()),
-                     "restarts": events.restarts, "replayed": events.replayed, "threads": threads}
+                     "restarts": events.restarts, "replayed": events.replayed, "snapshots": events.snapshots,
+                     "snapshot_bytes": events.snapshot_bytes, "commits": int(m.commits._value.get()),
+                     "threads": threads}
 
 
 def thread_cpu() -> dict[str, float]:
@@ -253,7 +287,8 @@ def thread_cpu() -> dict[str, float]:
     return out
 
 
-def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple], bulk: bool) -> float:
+def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple], bulk: bool,
+                 cpu: CpuMeter | None = None) -> float:
     """kafka-python alone: consume the input, produce the same output records (spread over the input messages)
     with the worker's headers and producer settings, commit after each poll. No learning: the cost of moving the
     bytes. ``bulk``: as the worker sends a republication batch (``TrackedProducer.send_block``, consecutive records
@@ -265,6 +300,8 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     sends = [outputs[k * per:(k + 1) * per] for k in range(len(lines))]
     if bulk:
         sends = [_blocks(prefix, s) for s in sends]
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=prefix, enable_auto_commit=False,
                       auto_offset_reset="earliest")
@@ -295,7 +332,8 @@ def run_raw_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[
     return seconds
 
 
-def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple]) -> float:
+def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs: list[tuple],
+                       cpu: CpuMeter | None = None) -> float:
     """The raw loop of :func:`run_raw_loop` with confluent-kafka (librdkafka, C) instead of kafka-python: the same
     records, keys (murmur2 partitioning, as the worker's), headers, idempotence, lz4, linger and batch size; a
     second floor, what a client in C spends moving the same bytes."""
@@ -311,6 +349,8 @@ def run_confluent_loop(bootstrap: str, prefix: str, lines: list[bytes], outputs:
         if err is not None:
             failed.append(err)
 
+    if cpu is not None:
+        cpu.start()
     t = time.perf_counter()
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": prefix, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest"})
@@ -430,6 +470,56 @@ def _restart_until_caught_up(cmd: list[str]) -> tuple[subprocess.Popen, dict]:
     return worker, {"recovery_s": recovery, "restore_s_per_partition": restore_s, "messages_replayed": replayed}
 
 
+def commit_cost(bootstrap: str, prefix: str, guarantee: str, commits: int) -> float:
+    """CPU seconds of this process per commit of one partition, the calls of ``PartitionTask.checkpoint`` in a loop:
+    four 2 KB records (one per output partition) and the changelog's ``position`` record per commit; at-least-once
+    a flush, the position, a flush and the consumer's offset commit; exactly-once the transaction's begin, the
+    records, the position, a flush, the offsets into the transaction and its commit (one helper thread, as the
+    worker's). What exactly-once costs beyond at-least-once per commit, apart from the records."""
+    topic = create_topics(bootstrap, prefix)
+    produce(bootstrap, topic, [b"{}"])
+    config = WorkerConfig(bootstrap_servers=bootstrap, group_id=prefix, topics=Topics(topic, prefix),
+                          guarantee=guarantee)
+    consumer = clients.consumer(config)
+    consumer.subscribe([topic])
+    while not consumer.assignment():
+        consumer.poll(timeout_ms=100)
+    eos = config.exactly_once
+    producer = clients.TrackedProducer(clients.producer(config, f"{prefix}-0" if eos else None))
+    if eos:
+        producer.init_transactions()
+    tp, value = TopicPartition(topic, 0), b"x" * 2000
+
+    def commit(k: int) -> None:
+        if eos:
+            producer.begin_transaction()
+        for partition in range(PARTITIONS):
+            producer.send(config.topics.output("encoding"), key=b"k", value=value, partition=partition)
+        if not eos:
+            producer.check_delivered()
+        producer.send(config.topics.state, partition=0, key=b"position", value=b"{}")
+        producer.check_delivered()
+        offsets = {tp: OffsetAndMetadata(k, "", -1)}
+        if eos:
+            group = consumer.group_metadata()
+            clients.bounded(lambda: (producer.send_offsets_to_transaction(offsets, group),
+                                     producer.commit_transaction()), "commit")
+        else:
+            consumer.commit(offsets)
+
+    try:
+        for k in range(20):  # connections, coordinators, the first transaction's partitions
+            commit(k)
+        gc.collect()
+        t = time.process_time()
+        for k in range(20, 20 + commits):
+            commit(k)
+        return (time.process_time() - t) / commits
+    finally:
+        producer.close()
+        consumer.close()
+
+
 def measure_recovery(bootstrap: str, lines: list[bytes]) -> dict:
     """Process everything, then SIGKILL twice and restart: (1) right when the input is all committed (the last
     state snapshot is then up to ``--state-interval`` seconds of engine work old: the replay is the longest),
@@ -478,17 +568,18 @@ def row_prefix(name: str, prefix: str) -> str | None:
 
 
 def measure(name: str, bootstrap: str, prefix: str, lines: list[bytes], config: EngineConfig,
-            outputs: list[tuple], out_dir: Path) -> dict[str, Any]:
-    """Run one row of :data:`ROUND`: its seconds, and a worker's group events."""
+            outputs: list[tuple], out_dir: Path, cpu: CpuMeter) -> dict[str, Any]:
+    """Run one row of :data:`ROUND`: its seconds, and a worker's group events. ``cpu`` is started once the row's
+    input is ready (its topics created and the input produced, or its file written): its lap is the row's work."""
     topics = row_prefix(name, prefix)
     if topics is None:
-        return {"seconds": run_embedded(lines, config, out_dir)}
+        return {"seconds": run_embedded(lines, config, out_dir, cpu)}
     if name.startswith("worker "):
-        seconds, events = run_worker(bootstrap, topics, lines, config, name.removeprefix("worker "))
+        seconds, events = run_worker(bootstrap, topics, lines, config, name.removeprefix("worker "), cpu)
         return {"seconds": seconds, **events}
     if name == RAW_CONFLUENT:
-        return {"seconds": run_confluent_loop(bootstrap, topics, lines, outputs)}
-    return {"seconds": run_raw_loop(bootstrap, topics, lines, outputs, name == RAW_BLOCKS)}
+        return {"seconds": run_confluent_loop(bootstrap, topics, lines, outputs, cpu)}
+    return {"seconds": run_raw_loop(bootstrap, topics, lines, outputs, name == RAW_BLOCKS, cpu)}
 
 
 #: The goals: ratio -> (whether a value meets it, its text, the worst of several values).
@@ -520,23 +611,25 @@ def print_tables(n_in: int, n_out: int, load: list[float], rounds: list[dict[str
           "partition restarts / messages replayed")
     for k, row in enumerate(rounds):
         print(f"\nround {k + 1}")
-        print(f"| {'':<27} | {'our CPU s':>9} | {'broker CPU s':>12} | {'wall s':>7} | {'out records/s':>13} | "
-              f"{'group events':>12} |")
-        print(f"|{'-' * 29}|{'-' * 10}:|{'-' * 13}:|{'-' * 8}:|{'-' * 14}:|{'-' * 13}:|")
+        print(f"| {'':<27} | {'our CPU s':>9} | {'of it system':>12} | {'page faults':>11} | {'broker CPU s':>12} | "
+              f"{'wall s':>7} | {'out records/s':>13} | {'group events':>12} |")
+        print(f"|{'-' * 29}|{'-' * 10}:|{'-' * 13}:|{'-' * 12}:|{'-' * 13}:|{'-' * 8}:|{'-' * 14}:|{'-' * 13}:|")
         for name in ROUND:
             if name not in row:
                 continue
             r = row[name]
             happened = f"{r['rebalances']} / {r['restarts']} / {r['replayed']}" if "rebalances" in r else ""
-            print(f"| {name:<27} | {r['ours']:>9.1f} | {r['broker']:>12.1f} | {r['seconds']:>7.1f} | "
-                  f"{n_out / r['seconds']:>13,.0f} | {happened:>12} |")
+            print(f"| {name:<27} | {r['ours']:>9.1f} | {r['ours_system']:>12.1f} | {r['page_faults']:>11,} | "
+                  f"{r['broker']:>12.1f} | {r['seconds']:>7.1f} | {n_out / r['seconds']:>13,.0f} | {happened:>12} |")
         for name in ROUND:
             threads = row.get(name, {}).get("threads")
             if threads:
                 rest = row[name]["ours"] - sum(threads.values())
+                r = row[name]
                 print(f"{name}, our CPU s by thread: " + ", ".join(
                     f"{t} {v:.1f}" for t, v in sorted(threads.items(), key=lambda x: -x[1])) +
-                      f", numba threads and ended threads {rest:.1f}")
+                      f", numba threads and ended threads {rest:.1f}; {r.get('commits', 0)} commits, "
+                      f"{r.get('snapshots', 0)} state snapshots ({r.get('snapshot_bytes', 0) / 1e6:.0f} MB)")
     print()
     print(f"| {'ratio of our CPU seconds':<50} | {'rounds':>16} | {'median':>7} | {'worst':>7} | goal |")
     print(f"|{'-' * 52}|{'-' * 17}:|{'-' * 8}:|{'-' * 8}:|---|")
@@ -580,6 +673,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="how many times each row is measured, alternately in reverse order (default 2)")
     ap.add_argument("--no-floors", action="store_true",
                     help="only the embedded runtime and the workers (no raw loops)")
+    ap.add_argument("--commit-cost", type=int, default=200, metavar="N",
+                    help="CPU per commit of one partition, at-least-once and exactly-once, over N commits each, "
+                         "twice (default 200; 0: not measured)")
     ap.add_argument("--out", default="results/benchmarks/kafka.json")
     args = ap.parse_args(argv)
     datasets, recovery_size = (QUICK_DATASETS, "small") if args.quick else (args.datasets, args.recovery)
@@ -593,9 +689,15 @@ def main(argv: list[str] | None = None) -> int:
         broker.start()
         try:
             lines = throughput_messages(datasets)
-            # numba compiles (or loads) the kernels, and the clients their codecs, outside the clock
-            run_embedded(lines[:3], config, tmp / "warm-up")
-            run_worker(broker.bootstrap, "warm-up", lines[:3], config, "exactly-once")
+            # Outside the clock: numba compiles (or loads) the kernels, and the clients their codecs, through both
+            # workers; the embedded runtime runs on the whole input, so that the process's heap has grown to a
+            # round's size (the first row of a first round otherwise used 2-3 CPU s more than the same row later,
+            # with the most page faults)
+            run_embedded(lines, config, tmp / "warm-up")
+            warm = throughput_messages(WARM_UP_DATASETS)
+            for guarantee in ("at-least-once", "exactly-once"):
+                run_worker(broker.bootstrap, f"warm-up-{guarantee}", warm, config, guarantee)
+                delete_topics(broker.bootstrap, f"warm-up-{guarantee}")
             cpu = CpuMeter(broker.proc.pid)
             load = [os.getloadavg()[0]]
             outputs: list[tuple] = []
@@ -606,13 +708,14 @@ def main(argv: list[str] | None = None) -> int:
                         continue
                     if args.no_floors and name.startswith("raw loop"):
                         continue
-                    cpu.start()
-                    row = measure(name, broker.bootstrap, f"r{r}", lines, config, outputs, tmp / f"embedded{r}")
+                    row = measure(name, broker.bootstrap, f"r{r}", lines, config, outputs, tmp / f"embedded{r}",
+                                  cpu)
                     cpu.lap(name)
                     if row_prefix(name, f"r{r}") is not None:
                         delete_topics(broker.bootstrap, row_prefix(name, f"r{r}"))
                     rounds[r][name] = {"seconds": row.pop("seconds"), "ours": cpu.laps[name][0],
-                                       "broker": cpu.laps[name][1], **row}
+                                       "broker": cpu.laps[name][1], "ours_system": cpu.kernel[name][0],
+                                       "page_faults": cpu.kernel[name][1], **row}
                     if name == "embedded runtime" and not outputs:
                         outputs = embedded_outputs(tmp / f"embedded{r}")
                         sizes = record_sizes(tmp / f"embedded{r}")
@@ -623,12 +726,18 @@ def main(argv: list[str] | None = None) -> int:
                 for k, (compression, batching, settings) in enumerate(SWEEP):
                     name = _settings_name(compression, batching, settings)
                     with producer_settings(batching):
-                        cpu.start()
                         seconds, happened = run_worker(broker.bootstrap, f"sweep{k}", lines, config,
-                                                       "at-least-once", compression_type=compression, **settings)
+                                                       "at-least-once", cpu, compression_type=compression,
+                                                       **settings)
                         cpu.lap(name)
                     sweep[name] = {"seconds": seconds, "ours": cpu.laps[name][0], "broker": cpu.laps[name][1],
                                    **happened}
+            commits: dict[str, list[float]] = {}
+            for k in range(2 if args.commit_cost else 0):
+                for guarantee in ("at-least-once", "exactly-once"):
+                    commits.setdefault(guarantee, []).append(
+                        commit_cost(broker.bootstrap, f"commits{k}-{guarantee}", guarantee, args.commit_cost))
+                    delete_topics(broker.bootstrap, f"commits{k}-{guarantee}")
             if recovery_size != "none":
                 shape = (10, 1000, 10) if recovery_size == "small" else (10, 5000, 50)
                 recovery = {"shape": shape, **measure_recovery(broker.bootstrap, recovery_messages(*shape))}
@@ -637,6 +746,10 @@ def main(argv: list[str] | None = None) -> int:
     n_in, n_out = len(lines), len(outputs)
     ratios = [round_ratios(r) for r in rounds]
     print_tables(n_in, n_out, load, rounds, sizes, ratios, sweep)
+    if commits:
+        print()
+        print(f"our CPU per commit of one partition ({args.commit_cost} commits, twice): " + "; ".join(
+            f"{g} {', '.join(f'{c * 1e3:.2f}' for c in cs)} ms" for g, cs in commits.items()))
     if recovery is not None:
         shape = recovery["shape"]
         for case in ("killed_when_committed", "killed_when_quiet"):
@@ -652,6 +765,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps({"datasets": datasets, "input_messages": n_in, "output_records": n_out,
                                "rounds": rounds, "load_average": load, "record_sizes": sizes,
                                "ratios": ratios, "sweep": sweep, "producer": clients.BATCHING,
+                               "commit_cpu_s": commits,
                                "recovery": recovery, "environment": environment()}, indent=1))
     return 0
 

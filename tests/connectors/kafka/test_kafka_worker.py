@@ -5,13 +5,14 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 
 import orjson
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka_harness import (
     ROOT,
     WorkerProcess,
@@ -24,9 +25,10 @@ from kafka_harness import (
     read_topic,
 )
 
-from streamforest.connectors.kafka import clients
+from streamforest.connectors.kafka import Worker, clients
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
 from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
+from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
@@ -322,3 +324,41 @@ def test_broker_restart_with_a_transaction_in_flight(broker, reference):
     assert len(got_errors) == len(want_errors)
     assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
     assert any("mid-transaction" in line for line in w.lines), "no transaction was in flight\n" + w.log()
+
+
+
+def test_a_producer_that_cannot_deliver_is_replaced(broker, reference):
+    """At-least-once, the worker's shared producer is put mid-run in kafka-python's fatal state, where it aborts every
+    batch from then on: where Tansu's ``UnknownError`` answer to the producer's epoch bump left it after a broker
+    restart (its restarted broker had forgotten the producer's sequence numbers). The worker replaces the producer
+    and starts every partition again on the new one: every record arrives, and the final model is the
+    uninterrupted run's. (The worker runs on a thread of this process, so that its producer can be reached.)"""
+    lines, (want, _), want_streams = reference
+    prefix = "failed-producer"
+    half = len(lines) // 2
+    topic = create_topics(broker.bootstrap, prefix)
+    produce(broker.bootstrap, topic, lines[:half])
+    worker = Worker(WorkerConfig(bootstrap_servers=broker.bootstrap, group_id=prefix, topics=Topics(topic, prefix),
+                                 guarantee="at-least-once", commit_interval=0.3, state_interval=0.2,
+                                 exit_when_idle=5.0),
+                    EngineConfig(forest={"random_state": 0, "trees_per_generation": 5}))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while len(worker.tasks) < 4 or worker.producer is None:
+        assert thread.is_alive() and time.monotonic() < deadline, "the worker did not start its partitions"
+        time.sleep(0.05)
+    failed = worker.producer
+    failed._transaction_manager.transition_to_fatal_error(KafkaError("injected: the producer cannot deliver"))
+    produce(broker.bootstrap, topic, lines[half:])
+    thread.join(240)
+    if thread.is_alive():
+        worker.stop()
+        thread.join(60)
+        pytest.fail("the worker did not finish in 240 s with a producer that cannot deliver")
+    assert worker.producer is not failed
+    got, _ = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want)
+    for key in want:
+        assert set(want[key]) <= set(got[key]), key
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
