@@ -284,6 +284,22 @@ def test_after_abrupt_changes_the_classifier_recovers_as_fast_as_arf():
     assert ours_total <= arf_total
 
 
+def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
+    # STAGGER rule 0 -> 2 over a transition of 100 samples: the drift is detected while both rules still mix, and
+    # a forest grown on the mixed samples would go on voting for the old rule. The old rule's forest follows the
+    # transition and cuts the window again while its error rises: 50 to 150 samples after the middle of the
+    # transition, ours is right on 96% of the samples (68% with the first cut alone).
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    accuracies = []
+    for seed, position in [(5, 600), (6, 700), (8, 900)]:
+        model = ForestClassifier(seed=0)
+        _, _, right = progressive(model, drift_stream("stagger", position, width=100, n=position + 200, seed=seed))
+        accuracies.append(right[position + 50 : position + 150].mean())
+        assert model.n_drifts_detected == 1
+    assert np.mean(accuracies) > 0.88
+
+
 def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
     model = ForestClassifier(seed=3)
     for i in range(SWITCH + 200):
