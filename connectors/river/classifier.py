@@ -28,8 +28,8 @@ class ForestClassifier(WindowForest, base.Classifier):
       more samples than at the last growth), a generation is grown on the current window, so that the model
       follows drift;
     * a class the forest has never seen restarts it on the window;
-    * a ``drift_detector`` follows the forest's error: after an abrupt change of concept, the window forgets the
-      samples from before it and the forest is rebuilt on the new ones (see ``drift_detector``).
+    * a ``drift_detector`` follows the forest's error: after a change of concept, abrupt or gradual, the window
+      forgets the samples from before it and the forest is rebuilt on the new ones (see ``drift_detector``).
 
     Every generation's weight comes from the bookkeeping of weighted feature use (Motl & Kordík, 2019): each new
     generation outweighs the newest before it, by about ``1 / (1 - max_features)`` when trees see a share
@@ -80,7 +80,10 @@ class ForestClassifier(WindowForest, base.Classifier):
         a tree's, needs the larger ``delta`` to notice SEA's shift of threshold at all); ``drift.NoDrift()`` turns
         detection off. When it signals a rise of the error, the window forgets the samples from before the change,
         a generation grown on the recent ones replaces every older one at once (as ARF replaces a tree whose
-        detector fired), and a new forest starts once the window holds ``grace_period`` samples again.
+        detector fired), and a new forest starts once the window holds ``grace_period`` samples again. Through a
+        gradual change (both concepts mixed for a while), the old concept's forest keeps scoring the new samples
+        with a detector of its own, and each further rise of its error cuts the window again, past the mixed
+        samples (as ARF restarts a tree's background learner at each warning).
     seed
         Random seed: the same seed and stream give the same predictions.
 
