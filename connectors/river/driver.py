@@ -291,13 +291,18 @@ class ForestDriver:
             if keep:
                 self._cut(keep)
                 return 0
-        errors = self._errors_of(self.forest, self._forest_keys, order, y)
-        self._errors[order] = errors
-        detector = self._detector
+        return self._feed(self._detector, self._errors, self.forest, self._forest_keys, order, y)
+
+    def _feed(self, detector: Any, by_slot: np.ndarray, forest: FeatureStreamForest,
+              keys: list[tuple[Hashable, str]], order: np.ndarray, y: np.ndarray) -> int:
+        """Write the errors of ``forest`` on the samples ``order`` into ``by_slot`` and feed them to ``detector``;
+        on a rise of the errors, how many of the latest samples came after it (see :meth:`_since_change`), else 0."""
+        errors = self._errors_of(forest, keys, order, y)
+        by_slot[order] = errors
         for e in errors.tolist():
             detector.update(e)
             if detector.drift_detected:
-                keep = self._since_change(self._errors)
+                keep = self._since_change(by_slot)
                 if keep:
                     return keep
         return 0
@@ -323,17 +328,10 @@ class ForestDriver:
         if self.window.n_seen >= self._transition_end:
             self._old = self._old_detector = None
             return 0
-        errors = self._errors_of(old, keys, order, y)
-        self._old_errors[order] = errors
-        detector = self._old_detector
-        for e in errors.tolist():
-            detector.update(e)
-            if detector.drift_detected:
-                keep = self._since_change(self._old_errors)
-                if keep:
-                    self._transition_end = self.window.n_seen + self._transition_span
-                    return keep
-        return 0
+        keep = self._feed(self._old_detector, self._old_errors, old, keys, order, y)
+        if keep:
+            self._transition_end = self.window.n_seen + self._transition_span
+        return keep
 
     def _since_change(self, errors: np.ndarray) -> int:
         """How many of the latest samples follow the most likely rise of ``errors`` (per window slot, NaN where not
