@@ -4,8 +4,9 @@ The forest of the library learns from a stream of *features* over known samples.
 at a time, and new keys among them. The driver turns the one into the other:
 
 1. every labelled sample goes into a bounded window (:class:`~.window.SampleWindow`) of the last ``window_size``;
-2. before ``grace_period`` samples (or while only one class has been seen) there is no forest: a classifier
-   predicts the label prior, an encoder returns an empty encoding;
+2. before :data:`PROVISIONAL_AT` samples (or while only one class has been seen) there is no forest: a classifier
+   predicts the label prior, an encoder returns an empty encoding; from then to ``grace_period`` samples, a
+   provisional forest grown on the window (regrown as it grows by a quarter) predicts;
 3. at ``grace_period`` samples the first forest is grown on the window (:meth:`FeatureStreamForest.fit`, one
    generation) with every key present in at least ``min_key_count`` of its samples;
 4. a key not in the forest that comes to be present in ``min_key_count`` samples of the window arrives as a feature:
@@ -67,6 +68,12 @@ except ImportError:  # pragma: no cover - the river extra is not installed
 
 #: While the window fills, a refresh also comes once it holds this share more samples than at the last growth.
 FILLING_GROWTH = 0.25
+#: Before ``grace_period`` samples, a provisional forest is grown on the window from this many samples on (and
+#: regrown as the window grows by a quarter): ``grace_period`` samples are few enough for bins, but ARF's trees
+#: predict from the first samples on, and so does this forest. At ``grace_period`` samples the forest starts as it
+#: would without it (same seed, same bins), so the provisional forests change only the predictions before then.
+PROVISIONAL_AT = 20
+_PROVISIONAL_SALT = 0x9B0F
 #: Parameters passed through to :class:`~streamforest.FeatureStreamForest` (same names, same meaning).
 #: Samples whose errors are computed together (a batch prediction) and fed to the drift detector.
 DRIFT_BATCH = 4
@@ -135,6 +142,7 @@ class ForestDriver:
         self._forest_codes: set[int] = set()
         self._last_growth = 0
         self._n_starts = 0
+        self._provisional = False  # the forest is one of those grown before grace_period samples
         self._detector = self._new_detector()
         self._errors = np.zeros(0)  # per window slot, the forest's error on the sample there (NaN: not scored)
         self._restart_due = False  # a drift was detected: a new forest comes once the window has refilled enough
@@ -193,9 +201,13 @@ class ForestDriver:
 
     def _schedule(self, target: float | int) -> None:
         w = self.window
-        if self.forest is None:
+        if self.forest is None or self._provisional:
             if w.n_seen >= self.params["grace_period"]:
                 self._start()
+            elif w.n_seen >= PROVISIONAL_AT and (
+                    self.forest is None or w.n_seen - self._last_growth >= max(1, int(len(w) * FILLING_GROWTH))
+                    or (not self.regression and target not in self._forest_codes)):
+                self._start(provisional=True)
             return
         if not self.regression and target not in self._forest_codes:
             self._start()
@@ -351,20 +363,25 @@ class ForestDriver:
         k = int(np.argmax(np.abs(stat)))
         return int(m - t[k]) if stat[k] > 0 else 0
 
-    def _new_forest(self) -> FeatureStreamForest:
+    def _new_forest(self, provisional: bool = False) -> FeatureStreamForest:
         seed = self.params["seed"]
-        # A restart (a new class) grows a new forest: its own seed, still determined by the estimator's.
-        random_state = None if seed is None else derive_seed(seed, self._n_starts)
-        self._n_starts += 1
+        # A restart (a new class) grows a new forest: its own seed, still determined by the estimator's. Provisional
+        # forests take seeds of their own, so that the forests from grace_period on are those they would be without.
+        if provisional:
+            random_state = None if seed is None else derive_seed(seed, _PROVISIONAL_SALT, self.window.n_seen)
+        else:
+            random_state = None if seed is None else derive_seed(seed, self._n_starts)
+            self._n_starts += 1
         return FeatureStreamForest(
             **{k: self.params[k] for k in FOREST_PARAMS}, task="regression" if self.regression else "classification",
             oob_score=False, random_state=random_state,
         )
 
     @single_thread()
-    def _start(self) -> bool:
-        """The first forest (or a restart): one generation on the window, with the keys present often enough;
-        whether it could be grown (it needs two classes and a key)."""
+    def _start(self, provisional: bool = False) -> bool:
+        """The first forest (or a restart, or a ``provisional`` one before ``grace_period`` samples): one generation
+        on the window, with the keys present often enough; whether it could be grown (it needs two classes and a
+        key)."""
         w = self.window
         order = w.order()
         y = w.labels(order)
@@ -382,10 +399,11 @@ class ForestDriver:
             taken.add(name)
             self._forest_keys.append((w.keys[j], name))
             columns[name] = w.column(j, order)
-        forest = self._new_forest()
+        forest = self._new_forest(provisional)
         forest.fit(columns, y, kinds={name: "nominal" for j, (_, name) in zip(keys, self._forest_keys, strict=True)
                                       if w.nominal[j]})
         self.forest = forest
+        self._provisional = provisional
         self._in_forest = np.zeros(w.n_keys, dtype=np.bool_)
         self._in_forest[keys] = True
         self._pending = np.flatnonzero(~self._in_forest)
@@ -470,7 +488,7 @@ class DrivenEstimator:
 
     @property
     def forest(self) -> FeatureStreamForest | None:
-        """The forest (``None`` until ``grace_period`` samples of more than one class)."""
+        """The forest (``None`` until 20 samples of more than one class; provisional until ``grace_period``)."""
         return self._driver.forest
 
     @property
