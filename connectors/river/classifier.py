@@ -17,8 +17,9 @@ class ForestClassifier(WindowForest, base.Classifier):
 
     * every labelled sample goes into a bounded window of the last ``window_size`` (numpy columns, one per key;
       a sample that lacks a key holds a missing value there);
-    * before ``grace_period`` samples (and while a single class has been seen) there is no forest, and
-      ``predict_proba_one`` returns the label prior seen so far (an empty dict before any label);
+    * before 20 samples (and while a single class has been seen) there is no forest, and ``predict_proba_one``
+      returns the label prior seen so far (an empty dict before any label); from 20 samples to ``grace_period``,
+      provisional forests grown on the window predict (they change nothing from ``grace_period`` on);
     * at ``grace_period`` samples the first forest is grown on the window, with the keys present in at least
       ``min_key_count`` of its samples (one generation, :meth:`FeatureStreamForest.fit`);
     * a key not yet in the forest that comes to be present in ``min_key_count`` samples of the window arrives as a
@@ -28,8 +29,8 @@ class ForestClassifier(WindowForest, base.Classifier):
       more samples than at the last growth), a generation is grown on the current window, so that the model
       follows drift;
     * a class the forest has never seen restarts it on the window;
-    * a ``drift_detector`` follows the forest's error: after an abrupt change of concept, the window forgets the
-      samples from before it and the forest is rebuilt on the new ones (see ``drift_detector``).
+    * a ``drift_detector`` follows the forest's error: after a change of concept, abrupt or gradual, the window
+      forgets the samples from before it and the forest is rebuilt on the new ones (see ``drift_detector``).
 
     Every generation's weight comes from the bookkeeping of weighted feature use (Motl & Kordík, 2019): each new
     generation outweighs the newest before it, by about ``1 / (1 - max_features)`` when trees see a share
@@ -80,7 +81,10 @@ class ForestClassifier(WindowForest, base.Classifier):
         a tree's, needs the larger ``delta`` to notice SEA's shift of threshold at all); ``drift.NoDrift()`` turns
         detection off. When it signals a rise of the error, the window forgets the samples from before the change,
         a generation grown on the recent ones replaces every older one at once (as ARF replaces a tree whose
-        detector fired), and a new forest starts once the window holds ``grace_period`` samples again.
+        detector fired), and a new forest starts once the window holds ``grace_period`` samples again. Through a
+        gradual change (both concepts mixed for a while), the old concept's forest keeps scoring the new samples
+        with a detector of its own, and each further rise of its error cuts the window again, past the mixed
+        samples (as ARF restarts a tree's background learner at each warning).
     seed
         Random seed: the same seed and stream give the same predictions.
 
@@ -100,7 +104,7 @@ class ForestClassifier(WindowForest, base.Classifier):
     >>> from streamforest.connectors.river import ForestClassifier
     >>> model = ForestClassifier(seed=42)
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.ROCAUC())
-    ROCAUC: 96.39%
+    ROCAUC: 96.57%
     >>> len(model.forest.generations_) <= model.max_generations
     True
 
