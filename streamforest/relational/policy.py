@@ -10,6 +10,8 @@ default, :class:`ThompsonPolicy`:
   families let one success or failure inform many families.
 * **Within a family, a beam.** Its members (condition values, learned thresholds) are computed a few at a time
   and kept ranked by a univariate relevance on the labelled rows; the best goes first.
+* **What every model wants, first.** The target's attributes and the unconditioned counts of every path (and
+  their means per row above) related to the label beyond chance are sent before the space is drawn from.
 * **Combinations only of accepted features.** FCTree operators are families too, whose members are pairs of
   the best accepted features.
 * **Shadows.** Every ``shadow_every`` candidates a shadow is sent: a real candidate's values permuted across the
@@ -291,19 +293,13 @@ class ThompsonPolicy(Policy):
         Send the unconditioned counts of every path and their means per row above (``COUNT(atoms.bonds)``,
         ``MEAN(atoms.COUNT(bonds))``) related to the label beyond chance first, after the attributes (see
         :meth:`_screen_structure`).
-    wealth, payout
-        Alpha-investing over the candidates judged (see :meth:`rate`); ``wealth`` None: every candidate is judged at
-        ``1 - Phi(z)``.
-    floor_mean
-        A negative mean of the shadows' gains counts as zero in :meth:`threshold` (see there).
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS,
-                 screen: int = 4, relevance_weight: float = 1.0, structure: bool = True,
-                 wealth: float | None = None, payout: float = 0.5, floor_mean: bool = False) -> None:
+                 screen: int = 4, relevance_weight: float = 1.0, structure: bool = True) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -318,10 +314,6 @@ class ThompsonPolicy(Policy):
         self.operators = operators
         self.screen = screen
         self.relevance_weight = relevance_weight
-        self.wealth = wealth
-        self.floor_mean = floor_mean
-        self.payout = payout
-        self.since = 0  # candidates judged against shadows since the last acceptance
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
         self.seen: set[str] = set()  # definitions proposed
@@ -538,20 +530,14 @@ class ThompsonPolicy(Policy):
 
     # ------------------------------------------------------------------ learning from feedback
 
-    def threshold(self, error: float = 1.0, small_sample: bool = True, z: float | None = None) -> float:
+    def threshold(self, error: float = 1.0, small_sample: bool = True) -> float:
         """The gain a candidate must beat when the out-of-bag ``error`` is left (see :func:`error_of`).
 
         The shadows' gains, each in units of the ``sqrt(error)`` it was measured at, give a mean and a standard
         deviation; the threshold is the mean + ``z`` standard deviations, times ``sqrt(error)``, and at least
         ``min_gain``. With ``small_sample`` the margin is the Student-t prediction bound for that many shadows (a
         useless candidate beats it as often as a normal draw beats ``z``, however few shadows there are); without,
-        plain ``z``. With the default ``error`` of 1, the threshold in units of ``sqrt(error)``. ``z`` None: the
-        policy's.
-
-        With ``floor_mean`` a negative mean counts as zero: a useless feature displaces useful splits in a forest
-        with much error left (a negative gain on average), not in one with almost none, so shadows drawn early
-        would set the bar below zero for candidates judged near a perfect score, where a useless one gains about
-        nothing and passes whenever its gain is positive.
+        plain ``z``. With the default ``error`` of 1, the threshold in units of ``sqrt(error)``.
 
         Gains only: importances are shares among the features present (and vanish with pruned generations), so a
         shadow's importance from an earlier forest is no yardstick for a later candidate.
@@ -559,29 +545,13 @@ class ThompsonPolicy(Policy):
         if len(self.shadow_gains) < 2:
             return self.min_gain
         g = np.asarray(self.shadow_gains[-20:])
-        z = self.z if z is None else z
-        z = self._z_of(g.size, z) if small_sample else z
-        mean = max(float(g.mean()), 0.0) if self.floor_mean else float(g.mean())
-        return max(self.min_gain, float(mean + z * max(g.std(ddof=1), 1e-4)) * np.sqrt(error))
+        z = self._z_of(g.size) if small_sample else self.z
+        return max(self.min_gain, float(g.mean() + z * max(g.std(ddof=1), 1e-4)) * np.sqrt(error))
 
-    def _z_of(self, n: int, z: float) -> float:
+    def _z_of(self, n: int) -> float:
         """``z`` for a mean and sd estimated from ``n`` shadows: the Student-t prediction bound that a useless
         candidate's gain exceeds as often as a normal one exceeds ``z``."""
-        return float(student_t.ppf(normal.cdf(z), n - 1) * np.sqrt(1.0 + 1.0 / n))
-
-    def rate(self) -> float:
-        """The false-pass rate the next candidate judged against the shadows is allowed (alpha-investing).
-
-        ``1 - Phi(z)`` at most; with a ``wealth``, ``wealth / (2 j)`` for the ``j``-th candidate judged since the
-        last acceptance, and :meth:`observe` takes the rate from the wealth on a rejection and pays ``payout`` into
-        it on an acceptance (Foster & Stine's alpha-investing, in the form of Zhou et al.'s streamwise feature
-        selection): useless candidates pass about ``wealth`` + ``payout`` times per accepted feature in a whole run
-        however many are tried, where a constant rate lets through a share of every one of them.
-        """
-        base = float(normal.sf(self.z))
-        if self.wealth is None:
-            return base
-        return min(base, max(self.wealth, 0.0) / (2.0 * (self.since + 1)))
+        return float(student_t.ppf(normal.cdf(self.z), n - 1) * np.sqrt(1.0 + 1.0 / n))
 
     def noise(self) -> float:
         """The spread of the recent shadows' gains, in units of ``sqrt(error)``."""
@@ -599,15 +569,11 @@ class ThompsonPolicy(Policy):
             self.shadow_relevance.append(candidate.relevance)
             return Decision(False, "shadow (noise estimate)", gain)
         e = 1.0 if error is None else error
-        tested = gain is not None and len(self.shadow_gains) >= 2
-        rate = self.rate() if tested else float(normal.sf(self.z))
-        z = float(normal.isf(max(rate, 1e-12)))
-        g_thr = self.threshold(e, z=z)
-        plain = self.threshold(e, small_sample=False, z=z)
-        most = gain is not None and gain >= e / 2 and gain > plain
+        g_thr = self.threshold(e)
+        most = gain is not None and gain >= e / 2 and gain > self.threshold(e, small_sample=False)
         r_thr = (float(np.quantile(self.shadow_relevance[-20:], self.relevance_gate))
                  if self.relevance_gate is not None and self.shadow_relevance else -1.0)
-        rule = f"(shadows' bound, {z:.3g} sd, at the error {_fmt_error(error)} left)"
+        rule = f"(shadows' bound, {self.z:g} sd, at the error {_fmt_error(error)} left)"
         if gain is None:
             accepted, why = True, "first feature (nothing to compare with)"
         elif gain <= g_thr and not most:
@@ -619,13 +585,9 @@ class ThompsonPolicy(Policy):
             accepted, why = True, f"gain {gain:+.4f} > {g_thr:+.4f} {rule}"
         else:
             accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
-                                   f"(> {plain:+.4f}, shadows' mean + {z:.3g} sd)")
-        if tested and self.wealth is not None:
-            self.wealth += self.payout - rate if accepted else -rate
-            self.since = 0 if accepted else self.since + 1
+                                   f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
         if "kind=attribute" not in candidate.facets and gain is not None:
-            # rewards at the policy's own z: what a family is worth does not depend on when it is tried
-            reward = float(np.clip((gain - self.threshold(e)) / np.sqrt(error) / self.noise(), -3, 3))
+            reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
             for f in candidate.facets:
                 a = self.arms[self.facet_index[f]] if f in self.facet_index else None
                 if a is not None:
