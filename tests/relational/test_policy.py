@@ -173,15 +173,15 @@ def test_counts_related_to_the_label_go_first_and_the_others_stay_in_the_space()
     from streamforest.relational.documents import documents_to_tables
 
     db = documents_to_tables(churn_documents(0), "churn", key="id")  # more orders, more spent: churn
-    first = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0)._pending_attr
+    first = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, structure=True)._pending_attr
     assert [c.definition for c in first] == ["COUNT(orders)"]
     y = db.labels.copy()
     np.random.default_rng(0).shuffle(y)
-    p = ThompsonPolicy(Generator(db), y, db.labelled, seed=0, shadow_every=0)
+    p = ThompsonPolicy(Generator(db), y, db.labelled, seed=0, shadow_every=0, structure=True)
     assert p._pending_attr == []  # related to nothing now: no place ahead of the space
     proposed = [c.definition for c in iter(p.propose, None)]
     assert proposed.count("COUNT(orders)") == 1  # but still a member of its family
-    off = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, structure=False)._pending_attr
+    off = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0)._pending_attr  # the default: not first
     assert "COUNT(orders)" not in [c.definition for c in off]
 
 
