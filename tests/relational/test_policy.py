@@ -169,6 +169,22 @@ def churn_documents(seed: int, n: int = 300) -> list[dict]:
     return out
 
 
+def test_counts_related_to_the_label_go_first_and_the_others_stay_in_the_space():
+    from streamforest.relational.documents import documents_to_tables
+
+    db = documents_to_tables(churn_documents(0), "churn", key="id")  # more orders, more spent: churn
+    first = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, structure=True)._pending_attr
+    assert [c.definition for c in first] == ["COUNT(orders)"]
+    y = db.labels.copy()
+    np.random.default_rng(0).shuffle(y)
+    p = ThompsonPolicy(Generator(db), y, db.labelled, seed=0, shadow_every=0, structure=True)
+    assert p._pending_attr == []  # related to nothing now: no place ahead of the space
+    proposed = [c.definition for c in iter(p.propose, None)]
+    assert proposed.count("COUNT(orders)") == 1  # but still a member of its family
+    off = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0)._pending_attr  # the default: not first
+    assert "COUNT(orders)" not in [c.definition for c in off]
+
+
 @pytest.mark.slow
 def _same_information(v: np.ndarray, values: np.ndarray) -> bool:
     """``v`` equals ``values`` where it is defined and is missing exactly where ``values`` is one value."""
