@@ -185,7 +185,6 @@ def test_counts_related_to_the_label_go_first_and_the_others_stay_in_the_space()
     assert "COUNT(orders)" not in [c.definition for c in off]
 
 
-@pytest.mark.slow
 def _same_information(v: np.ndarray, values: np.ndarray) -> bool:
     """``v`` equals ``values`` where it is defined and is missing exactly where ``values`` is one value."""
     ok = np.isfinite(v)
@@ -193,6 +192,7 @@ def _same_information(v: np.ndarray, values: np.ndarray) -> bool:
                 and not np.isin(values[~ok], values[ok]).any())
 
 
+@pytest.mark.slow
 def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
     from scipy.stats import norm
 
