@@ -107,6 +107,15 @@ class Encoder:
         other._owner = weakref.ref(memo.get(id(forest), forest))
         return other
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Its state with the forest itself (River pickles its estimators; a weak reference cannot be pickled)."""
+        return {**self.__dict__, "_owner": self._owner()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        forest = state.pop("_owner")
+        self.__dict__.update(state)
+        self._owner = weakref.ref(forest)
+
     # ------------------------------------------------------------------ what the forest tells it
 
     def bury(self, gen: Generation, died: int) -> None:
