@@ -10,6 +10,8 @@ River encoder all encode through one.
 
 from __future__ import annotations
 
+import copy
+import weakref
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -78,8 +80,10 @@ class Encoder:
     """
 
     def __init__(self, forest: Any) -> None:
-        # The FeatureStreamForest it encodes for (typed loosely: the forest module imports this one).
-        self._forest = forest
+        # The FeatureStreamForest it encodes for (typed loosely: the forest module imports this one), by a weak
+        # reference: the forest holds its encoder, and a cycle would keep every replaced copy of a forest (the engine
+        # copies it before each change) and the generations only it still holds until the cyclic collector ran.
+        self._owner = weakref.ref(forest)
         self._graveyard = Graveyard()
         # Deltas reach no further back than this version (every tree changed then).
         self._floor = 0
@@ -87,6 +91,30 @@ class Encoder:
         self._deltas = True
         # The node table of the last encoding: (the packed alive trees, the arguments it depends on, the table).
         self._table: tuple[AliveTrees, tuple, encoding.NodeTable] | None = None
+
+    @property
+    def _forest(self) -> Any:
+        return self._owner()
+
+    def __deepcopy__(self, memo: dict) -> Encoder:
+        """A copy for the forest's copy (which :func:`copy.deepcopy` of a forest has put in ``memo``)."""
+        other = Encoder.__new__(Encoder)
+        memo[id(self)] = other
+        for name, value in self.__dict__.items():
+            if name != "_owner":
+                setattr(other, name, copy.deepcopy(value, memo))
+        forest = self._owner()
+        other._owner = weakref.ref(memo.get(id(forest), forest))
+        return other
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Its state with the forest itself (River pickles its estimators; a weak reference cannot be pickled)."""
+        return {**self.__dict__, "_owner": self._owner()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        forest = state.pop("_owner")
+        self.__dict__.update(state)
+        self._owner = weakref.ref(forest)
 
     # ------------------------------------------------------------------ what the forest tells it
 

@@ -539,3 +539,35 @@ def test_encode_before_any_feature_is_refused():
         f.encode(np.zeros((2, 0)))
     with pytest.raises(ValueError, match="no trees"):
         f.encode_delta(np.zeros((2, 0)), since=0)
+
+
+def test_a_replaced_forest_copy_goes_without_the_cyclic_collector():
+    """The engine copies a stream's forest before every change: the copy it replaces (and the generations only that
+    copy holds) must go when the last reference does, not when Python's cyclic collector happens to run."""
+    import copy
+    import gc
+
+    import orjson
+
+    from streamforest.engine.core import Engine, EngineConfig
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4))
+    engine = Engine(EngineConfig(forest={"trees_per_generation": 3, "random_state": 0}, encoding="none"))
+    ids = [str(i) for i in range(200)]
+    samples = [{"id": i, "label": int(v > 0)} for i, v in zip(ids, x[:, 0], strict=True)]
+    engine.process(orjson.dumps({"v": 1, "type": "samples", "stream": "s", "samples": samples}))
+    gc.collect()
+    gc.disable()
+    try:
+        others = {id(o) for o in gc.get_objects() if isinstance(o, FeatureStreamForest)}  # other tests' forests
+        for k in range(4):
+            engine.process(orjson.dumps({"v": 1, "type": "feature", "stream": "s", "name": f"f{k}", "ids": ids,
+                                         "values": x[:, k].tolist()}))
+        forests = [o for o in gc.get_objects() if isinstance(o, FeatureStreamForest) and id(o) not in others]
+        assert forests == [engine.streams["s"].forest]
+    finally:
+        gc.enable()
+    f = engine.streams["s"].forest
+    c = copy.deepcopy(f)
+    assert c.encoder._forest is c and f.encoder._forest is f

@@ -20,6 +20,7 @@ when that environment is not there), under a time limit (``--ft-timeout``) and a
 (``--ft-memory-gib``) -- or its failure to finish.
 
     python -m scenarios.benchmarks.relational_scale [--shape csv3 ...] [--targets 100000] [--child-rows 10000000]
+        [--data-seed 0]
 """
 
 from __future__ import annotations
@@ -239,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", type=int, default=100_000)
     ap.add_argument("--child-rows", type=int, default=10_000_000)
     ap.add_argument("--budget", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0, help="the loop's seed (and the data's, without --data-seed)")
+    ap.add_argument("--data-seed", type=int, help="seed of the generated shapes (default: --seed)")
     ap.add_argument("--seconds-goal", type=float, default=120.0)
     ap.add_argument("--gib-goal", type=float, default=2.0)
     ap.add_argument("--ft-python", default="/work/wt/ft-venv/bin/python")
@@ -256,11 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         args.child_report.write_text(json.dumps(report))
         return 0
     shapes: list[str] = args.shape or list(ALL_SHAPES)
+    data_seed = args.seed if args.data_seed is None else args.data_seed
     runs: list[dict[str, Any]] = []
     makers: dict[str, Callable[[], tuple[Path, str]]] = {
-        s: (lambda s=s: ensure(s, args.targets, args.child_rows, args.seed)) for s in SHAPES}
-    makers["synthetic"] = lambda: synthetic_schema(args.targets, args.child_rows, args.seed)
-    print(f"relational scale: {args.targets:,} targets, {args.child_rows:,} child rows, budget {args.budget}; "
+        s: (lambda s=s: ensure(s, args.targets, args.child_rows, data_seed)) for s in SHAPES}
+    makers["synthetic"] = lambda: synthetic_schema(args.targets, args.child_rows, data_seed)
+    print(f"relational scale: {args.targets:,} targets, {args.child_rows:,} child rows, data seed {data_seed}, "
+          f"budget {args.budget}, seed {args.seed}; "
           f"goals <= {args.seconds_goal:g} s and <= {args.gib_goal:g} GiB per shape; cache {cache_dir()}",
           file=sys.stderr)
     for shape in shapes:
@@ -269,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{shape}: files ready ({time.perf_counter() - t0:.0f} s), running", file=sys.stderr, flush=True)
         runs.append(run_shape(shape, schema, planted, args))
         print(line(runs[-1], args.seconds_goal, args.gib_goal), flush=True)
-    summary: dict[str, Any] = {"targets": args.targets, "child_rows": args.child_rows, "budget": args.budget,
-                               "shapes": runs}
+    summary: dict[str, Any] = {"targets": args.targets, "child_rows": args.child_rows, "data_seed": data_seed,
+                               "budget": args.budget, "seed": args.seed, "shapes": runs}
     if "synthetic" in shapes:
         peer = featuretools_peer(makers["synthetic"]()[0], args.ft_python, args.budget, args.ft_timeout,
                                  args.ft_memory_gib)

@@ -411,6 +411,11 @@ class Generator:
             f = self._best(options, score)
         return f
 
+    def forget_indexes(self) -> None:
+        """Drop the cached row indexes and visibility of the paths (made again when a value asks for them)."""
+        self._alive.clear()
+        self._index.clear()
+
     def _thresholds(self, prefix: tuple[Step, ...], f: Aggregate) -> list[Condition]:
         t = self._table((*prefix, *f.path))
         key = (t.name, f.where.column)

@@ -201,9 +201,15 @@ class Loop:
         # would sit in a few generations only, outvoted by the early ones).
         order = sorted(range(len(accepted)), key=lambda i: (-np.nan_to_num(accepted[i].relevance), i))
         accepted[:] = [accepted[i] for i in order]
-        for i, a in enumerate(accepted):
-            if self.sample is not None:  # computed on the exploration sample so far: now on every row
-                a = accepted[i] = replace(a, values=self.generator.values(a.feature))
+        if self.sample is not None:  # computed on the exploration sample so far: now on every row
+            accepted[:] = [replace(a, values=self.generator.values(a.feature)) for a in accepted]
+        # Every value the final stream needs is made: the paths' row indexes and visibility (tens of MB per path
+        # over millions of child rows) go before its forest grows.
+        for gen in {self.generator, getattr(self.policy, "generator", None)}:
+            if isinstance(gen, Generator):
+                gen.forget_indexes()
+        release_free_memory()
+        for a in accepted:
             fb = client.feature("final", a.name, lab_ids, a.values[labelled], a.nominal)
             release_free_memory()  # what growing the generation freed: the resident size follows the alive trees
         scored = ~labelled

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -263,14 +263,20 @@ class RawTable:
 
 
 
-def read_table(path: Path, table: str, used: set[str] | None = None) -> RawTable:
-    """The file's header, and cells of the ``used`` columns (all when None): other columns are never parsed."""
+def read_table(path: Path, table: str, used: set[str] | None = None,
+               roles: dict[str, str] | None = None) -> RawTable:
+    """The file's header, and cells of the ``used`` columns (all when None): other columns are never parsed.
+
+    ``roles`` says which columns are read for their text (``"text"``: keys, links, nominal columns, labels) and
+    which are times (``"time"``); the others are data, numbers when every cell is one. A CSV file is then read in
+    blocks, each column converted as it comes (:func:`read_csv_arrow`).
+    """
     if not path.exists():
         raise ValueError(f"table {table!r}: file {path} does not exist")
     if path.suffix.lower() in PARQUET_SUFFIXES:
         return _read_parquet(path, table, used)
     if arrow_modules() is not None:
-        raw = read_csv_arrow(path, table, used)
+        raw = read_csv_arrow(path, table, used, roles)
         if raw is not None:
             return raw
     raw = _read_csv(path, table)
@@ -287,26 +293,214 @@ def _csv_header(path: Path, table: str) -> list[str]:
     return _check_header(header, path, table)
 
 
-def read_csv_arrow(path: Path, table: str, used: set[str] | None = None) -> RawTable | None:
-    """A CSV file read by pyarrow's columnar reader, every column as text; None when it refuses the file (ragged
-    rows, blank lines, bad UTF-8): the ``csv`` module's reader then reads it or names the line."""
+#: Bytes of CSV text parsed at a time: a block's columns become numbers or codes before the next is read.
+CSV_BLOCK_BYTES = 16 * 2**20
+
+
+def _csv_options(names: list[str], read: list[str], block: int | None = None) -> dict[str, Any]:
+    """pyarrow's CSV options: the header skipped (``names`` are Arrow's), every ``read`` column as text as it is."""
+    import pyarrow as pa
+    from pyarrow import csv as pcsv
+
+    return {"read_options": pcsv.ReadOptions(column_names=names, skip_rows=1,
+                                             **({} if block is None else {"block_size": block})),
+            "parse_options": pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
+            "convert_options": pcsv.ConvertOptions(column_types=dict.fromkeys(read, pa.string()), include_columns=read,
+                                                   null_values=[], strings_can_be_null=False,
+                                                   quoted_strings_can_be_null=False)}
+
+
+def read_csv_arrow(path: Path, table: str, used: set[str] | None = None,
+                   roles: dict[str, str] | None = None) -> RawTable | None:
+    """A CSV file read by pyarrow's streaming reader; None when it refuses the file (ragged rows, blank lines, bad
+    UTF-8): the ``csv`` module's reader then reads it or names the line.
+
+    The file is parsed :data:`CSV_BLOCK_BYTES` at a time and each block's columns are converted at once
+    (:class:`_StreamedCells`): the text of a table of 10 million rows is never resident, only its numbers, times and
+    dictionary codes.
+    """
     import pyarrow as pa
     from pyarrow import csv as pcsv
 
     header = _csv_header(path, table)
     names = [str(i) for i in range(len(header))]  # Arrow's names: the header's own may repeat after trimming
     read = [str(i) for i, h in enumerate(header) if used is None or h in used]
+    roles = roles or {}
+
+    def whole(i: str) -> Callable[[], Cells]:
+        def column() -> Cells:  # the column's text read again, whole: for what its blocks could not keep
+            data = pcsv.read_csv(path, **_csv_options(names, [i]))
+            return _ArrowTextCells(data.column(0))
+        return column
+
+    cells = {i: _StreamedCells(roles.get(header[int(i)], "data"), whole(i)) for i in read}
+    n_rows = 0
     try:
-        data = pcsv.read_csv(path, read_options=pcsv.ReadOptions(column_names=names, skip_rows=1),
-                             parse_options=pcsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
-                             convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(read, pa.string()),
-                                                                 include_columns=read, null_values=[],
-                                                                 strings_can_be_null=False,
-                                                                 quoted_strings_can_be_null=False))
+        with pcsv.open_csv(path, **_csv_options(names, read, CSV_BLOCK_BYTES)) as reader:
+            for batch in reader:
+                for k, i in enumerate(read):
+                    cells[i].add(batch.column(k))
+                n_rows += batch.num_rows
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return None
-    cells: dict[str, Cells] = {header[int(i)]: _ArrowTextCells(data.column(i)) for i in read}
-    return RawTable(path, header, cells, data.num_rows, lines=True)
+    pa.default_memory_pool().release_unused()  # the blocks' text, which Arrow's allocator would keep for reuse
+    return RawTable(path, header, {header[int(i)]: c for i, c in cells.items()}, n_rows, lines=True)
+
+
+class _StreamedCells(Cells):
+    """A CSV column read block by block, each block kept as what its role needs: float64 numbers, seconds of ISO
+    datetimes, or dictionary codes of its (trimmed) text.
+
+    The result is that of :class:`_ArrowTextCells` on the whole column: a data column is numbers when Arrow parses
+    every cell (else its text, which numpy's parsers may still read as numbers, once per distinct cell, as there);
+    a time column is numbers, or datetimes when Arrow parses every cell as one. A block that contradicts the blocks
+    before it (text after numbers, numbers after datetimes) leaves the column to be read again whole when asked
+    for (``whole``), as are text requests of a column kept as numbers. Blocks of empty cells fit any kind.
+    """
+
+    def __init__(self, role: str, whole: Callable[[], Cells]) -> None:
+        self._role, self._whole, self._again = role, whole, None
+        self._kind: str | None = None  # "number", "datetime", "text", or "whole" (read again)
+        # per block: float64 numbers or seconds, the codes of its text, or a count of empty cells (numpy's memory, not
+        # Arrow's: Arrow's pool would keep every block's buffers once they are joined)
+        self._chunks: list[np.ndarray | _Codes | int] = []
+
+    def add(self, col: Any) -> None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if self._kind == "whole":
+            return
+        strings = pc.utf8_trim_whitespace(col)
+        if self._role == "text" or self._kind == "text":
+            self._chunks.append(_codes(strings))
+            self._kind = "text"
+            return
+        if not pc.any(pc.not_equal(strings, "")).as_py():
+            self._chunks.append(len(strings))  # empty cells: NaN or "" once the column's kind is known
+            return
+        nulled = pc.if_else(pc.equal(strings, ""), pa.scalar(None, pa.string()), strings)
+        kind, values = None, None
+        try:
+            values, kind = pc.cast(nulled, pa.float64()), "number"
+        except pa.ArrowInvalid:
+            if self._role == "time":
+                try:
+                    values, kind = pc.cast(pc.cast(nulled, pa.timestamp("s")), pa.int64()), "datetime"
+                except pa.ArrowInvalid:
+                    pass
+            elif self._kind is None:  # text from its first cells on: kept as codes
+                self._chunks.append(_codes(strings))
+                self._kind = "text"
+                return
+        if kind is None or self._kind not in (None, kind):
+            self._kind, self._chunks = "whole", []
+            return
+        self._kind = kind
+        self._chunks.append(_seconds(values) if kind == "datetime" else
+                            np.array(pc.fill_null(values, np.nan).to_numpy(), dtype=np.float64))
+
+    def _read_again(self) -> Cells:
+        if self._again is None:
+            self._again, self._chunks = self._whole(), []
+        return self._again
+
+    def _floats(self) -> np.ndarray:
+        return np.concatenate([np.full(c, np.nan) if isinstance(c, int) else c for c in self._chunks] or
+                              [np.zeros(0)])
+
+    def _dictionaries(self) -> list[_Codes]:
+        import pyarrow as pa
+
+        return [_codes(pa.array([""] * c, pa.string())) if isinstance(c, int) else c for c in self._chunks]
+
+    def _text_kind(self) -> bool:
+        return self._kind == "text" or (self._kind is None and self._role == "text")
+
+    def strings(self) -> Any:
+        if not self._text_kind():
+            return self._read_again().strings()
+        import pyarrow as pa
+
+        return pa.chunked_array([c.dictionary.take(pa.array(c.indices)) for c in self._dictionaries()], pa.string())
+
+    def keys(self) -> Any:
+        return self.strings()
+
+    def text(self) -> np.ndarray:
+        if not self._text_kind():
+            return self._read_again().text()
+        return np.asarray(self.strings().to_numpy(zero_copy_only=False), dtype=str)
+
+    def numbers(self) -> np.ndarray | None:
+        if self._role != "text" and self._kind in (None, "number"):
+            return self._floats()
+        if self._kind == "datetime":
+            return None  # ISO datetimes: no number, for Arrow as for numpy
+        if not self._text_kind():
+            return self._read_again().numbers()
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # as _arrow_numbers once Arrow refused a cell: numpy's parser on the distinct cells, or no numbers
+        chunks = self._dictionaries()
+        distinct = pc.unique(pa.chunked_array([c.dictionary for c in chunks], pa.string()).combine_chunks())
+        distinct = distinct.filter(pc.not_equal(distinct, ""))
+        parsed = parse_numbers(np.asarray(distinct.to_numpy(zero_copy_only=False), dtype=str))
+        if parsed is None:
+            return None
+        out = [_decode(c, distinct, parsed) for c in chunks]
+        return np.concatenate(out) if out else np.zeros(0)
+
+    def times(self, table: str, col: str, row: Callable[[int], str], what: str) -> tuple[np.ndarray, str]:
+        if self._role != "text" and self._kind in (None, "number", "datetime"):
+            return self._floats(), "datetime" if self._kind == "datetime" else "number"
+        if self._text_kind():
+            return _ArrowTextCells(self.strings()).times(table, col, row, what)
+        return self._read_again().times(table, col, row, what)
+
+    def column(self, name: str, nominal: bool) -> Column:
+        if not nominal:
+            numbers = self.numbers()
+            if numbers is not None:
+                return Column(name, numbers)
+        if not self._text_kind():
+            return self._read_again().column(name, nominal)
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        # as _arrow_nominal: codes into the sorted distinct non-empty cells, here from each block's dictionary
+        chunks = self._dictionaries()
+        cats = pc.unique(pa.chunked_array([c.dictionary for c in chunks], pa.string()).combine_chunks())
+        cats = cats.filter(pc.not_equal(cats, ""))
+        cats = cats.take(pc.array_sort_indices(cats))
+        codes = [_decode(c, cats, np.arange(len(cats), dtype=np.int32), missing=-1) for c in chunks]
+        values = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
+        return Column(name, values.astype(np.int32, copy=False), tuple(cats.to_pylist()))
+
+
+def _decode(chunk: _Codes, values: Any, mapped: np.ndarray, missing: float = np.nan) -> np.ndarray:
+    """Each cell of a dictionary chunk as ``mapped`` has its value in ``values`` (``missing`` where it is not
+    there: the empty cell)."""
+    import pyarrow.compute as pc
+
+    at = np.asarray(pc.fill_null(pc.index_in(chunk.dictionary, value_set=values), -1).to_numpy(), dtype=np.int64)
+    per_entry = np.where(at >= 0, mapped[np.maximum(at, 0)] if mapped.size else missing, missing)
+    return per_entry[chunk.indices]
+
+
+class _Codes(NamedTuple):
+    """A block of text cells as indices into its distinct cells (in order of first appearance)."""
+
+    indices: np.ndarray  # int32
+    dictionary: Any  # Arrow text
+
+
+def _codes(strings: Any) -> _Codes:
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(strings)
+    return _Codes(np.array(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int32), encoded.dictionary)
 
 
 def _read_csv(path: Path, table: str) -> RawTable:

@@ -84,7 +84,8 @@ def build(spec: Any, base: Path, where: str = "schema.json") -> Database:
         The tables, their links, the target's ids, labels and cutoff.
     """
     target, tables = _check_schema(spec, where)
-    raw = {name: read_table(base / t["path"], name, _used(t, target if name == target["table"] else None))
+    raw = {name: read_table(base / t["path"], name, _used(t, target if name == target["table"] else None),
+                            _roles(t, target if name == target["table"] else None))
            for name, t in tables.items()}
     for name, t in tables.items():
         header = raw[name].header
@@ -228,6 +229,17 @@ def _used(t: dict, target: dict | None) -> set[str] | None:
     if target is not None:
         used |= {target["label"], target.get("cutoff")}
     return used - {None}
+
+
+def _roles(t: dict, target: dict | None) -> dict[str, str]:
+    """Which columns of a table are read for their text (keys, links, nominal columns, the label) and which are
+    times (``time``, the cutoff); the others are data."""
+    text = [t.get("key"), *(p["column"] for p in t.get("parents", [])), *t.get("nominal", [])]
+    times = [t.get("time")]
+    if target is not None:
+        text.append(target["label"])
+        times.append(target.get("cutoff"))
+    return {**{c: "time" for c in times if c}, **{c: "text" for c in text if c}}
 
 
 @dataclass

@@ -187,24 +187,38 @@ class Trees(NamedTuple):
         return self.parents_and_depths()[1]
 
 
-def concat(batches: list[Trees]) -> Trees:
-    """Trees of several batches as one batch (the alive forest, packed for routing)."""
+def concat(batches: list[Trees], consume: bool = False) -> Trees:
+    """Trees of several batches as one batch (the alive forest, packed for routing).
+
+    ``consume``: the batches are given up (the list is emptied), and each array of the result is made as the
+    batches' arrays of that name go: a batch and its copy are then never both whole in memory (the chunks of a
+    generation of 300 leaf-of-one trees on 70,000 rows and their concatenation: 2 x 90 MB otherwise).
+    """
     if not batches:
         raise ValueError("no trees to concatenate")
     if len(batches) == 1:
-        return batches[0]
+        out = batches[0]
+        if consume:
+            batches.clear()
+        return out
     sizes = np.concatenate([np.diff(b.offsets) for b in batches])
     offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
     np.cumsum(sizes, out=offsets[1:])
-    parts = {name: np.concatenate([getattr(b, name) for b in batches]) for name in ARRAYS if name != "cat_row"}
     # Each batch's rows of category words after those of the batches before it (a batch may use some rows of a
     # shared ``cats``: only those it points to are taken).
+    columns = [b._asdict() for b in batches]
+    if consume:
+        batches.clear()
     rows, cats, base = [], [], 0
-    for b in batches:
-        has = b.cat_row >= 0
-        cats.append(b.cats[b.cat_row[has]])
+    for c in columns:
+        has = c["cat_row"] >= 0
+        cats.append(c.pop("cats")[c.pop("cat_row")[has]])
         rows.append(np.where(has, np.cumsum(has) - 1 + base, -1).astype(np.int32))
         base += int(has.sum())
+    parts = {}
+    for name in ARRAYS:
+        if name != "cat_row":
+            parts[name] = np.concatenate([c.pop(name) for c in columns])
     parts["weight"] = compact_weight(parts["weight"])
     return Trees(offsets=offsets, cat_row=np.concatenate(rows), cats=np.concatenate(cats), **parts)
 
@@ -279,7 +293,7 @@ def grow(
             part = TreePlans(*(np.ascontiguousarray(x[a:b]) for x in plans))
             oob = oob_leaves[a:b] if oob_leaves is not None else None
             parts.append(_grow_chunk(training, settings, part, cap, n_out, oob))
-    return concat(parts)
+    return concat(parts, consume=True)
 
 
 def _grow_chunk(training: TrainingSet, settings: TreeSettings, plans: TreePlans, cap: int, n_out: int,

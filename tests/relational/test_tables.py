@@ -229,3 +229,54 @@ def test_columns_limits_what_is_read(tmp_path, reader):
     schema["tables"]["atom"]["columns"] = ["q", "aid"]
     with pytest.raises(ValueError, match=r"table 'atom': column 'aid' is named twice \(as key and as columns\)"):
         load_schema(write(tmp_path, schema, m=M, atom=ATOM, bond=BOND))
+
+
+def test_csv_read_in_blocks_gives_the_whole_files_tables(tmp_path, monkeypatch):
+    """Blocks of about 20 rows: columns whose kind changes between blocks (numbers then text, text then numbers,
+    empty blocks, numbers numpy alone parses, datetimes after empty cells) come out as the whole file's."""
+    from streamforest.relational import readers
+
+    from .test_parquet import assert_same
+
+    n = 400
+    rows = []
+    for i in range(n):
+        late = i >= 300
+        rows.append(",".join([
+            f"m{i}", "" if i % 5 == 0 else str(i % 2),
+            f"{i / 7:.4f}" if not late else ("x" if i % 3 else f"{i}.5"),  # numbers, then some text
+            "a" if i < 30 else str(i),  # text, then numbers
+            "" if i < 200 else f"{i * 0.5}",  # empty blocks, then numbers
+            f"{i}" if i != 350 else "1_000",  # a number only numpy reads, late
+            "" if i < 100 else f"2020-02-{1 + i % 28:02d}T{i % 24:02d}:00:00",  # the cutoff: empty, then datetimes
+            f"{(i * 37) % 11}",  # a declared nominal of integer text
+        ]))
+    m = "mid,y,w,v,e,u,cut,k\n" + "\n".join(rows) + "\n"
+    atom = "mid,q,at\n" + "".join(f"m{(j * 13) % n},{'' if j % 9 == 0 else j / 3},"
+                                  f"{'' if j < 150 else 2 * j}\n" for j in range(3 * n))
+    spec = {"target": {"table": "m", "label": "y", "cutoff": "cut"},
+            "tables": {"m": {"path": "m.csv", "key": "mid", "nominal": ["k"]},
+                       "atom": {"path": "atom.csv", "parents": [{"table": "m", "column": "mid"}]}}}
+    path = write(tmp_path, spec, m=m, atom=atom)
+    tricky = tmp_path / "tricky"
+    tricky.mkdir()
+    tricky_path = write(tricky, {"target": {"table": "m", "label": "y", "cutoff": "cut"},
+                                 "tables": {"m": {"path": "m.csv", "key": "mid"},
+                                            "atom": {"path": "atom.csv", "key": "aid",
+                                                     "parents": [{"table": "m", "column": "mid"}]}}},
+                        m=TRICKY_M, atom=TRICKY_ATOM)
+    whole = {p: load_schema(p) for p in (path, tricky_path)}
+    monkeypatch.setattr(readers, "CSV_BLOCK_BYTES", 1024)
+    raw = readers.read_csv_arrow(tmp_path / "m.csv", "m", roles={"cut": "time", "k": "text", "y": "text"})
+    assert raw is not None and len(raw.cells["y"]._chunks) > 5  # the file was read in blocks
+    kinds = {c: raw.cells[c]._kind for c in ("w", "v", "e", "u", "cut")}
+    assert kinds == {"w": "whole", "v": "text", "e": "number", "u": "whole", "cut": "datetime"}
+    for p, db in whole.items():
+        blocks = load_schema(p)
+        assert_same(blocks, db)
+        with monkeypatch.context() as mp:
+            mp.setattr(readers, "arrow_modules", lambda: None)
+            assert_same(blocks, load_schema(p))
+    db = whole[path]
+    assert db.tables["m"].columns["w"].nominal and not db.tables["m"].columns["e"].nominal
+    assert db.tables["m"].columns["v"].nominal and db.tables["m"].columns["u"].values[350] == 1000.0
