@@ -7,7 +7,9 @@ into a cache directory, then run in a child process of its own, exactly as a use
 
     streamforest relational run --schema schema.json --budget 200 --out out --seed 0
 
-so that each shape's peak RSS is its own (``wait4``'s ``ru_maxrss`` of the child). Printed per shape: wall and CPU
+so that each shape's peak RSS is its own: the child's high-water mark of resident memory (``VmHWM``), which starts
+afresh at ``exec``, unlike ``ru_maxrss``, which Linux carries over from the parent that spawned it (a parent that
+had just generated a shape passed its 2-3 GiB on to the child's figure). Printed per shape: wall and CPU
 seconds, peak RSS, candidates per second, whether the planted aggregate was accepted, the final out-of-bag score,
 and where the time went: reading the files, indexing (the exploration sample, each path's row index and
 visibility), candidate values (aggregates and learned thresholds), learning (the engine: samples, features,
@@ -143,12 +145,21 @@ def child(schema: Path, budget: int, out: Path, seed: int, report: Path, final_t
         raise RuntimeError(f"streamforest relational run exited {code}")
     clock.seconds["other"] = seconds - sum(clock.seconds.values())
     result = results[0]
+    peaks["end"] = peak_gib()
     return {"stage": "done", "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu0, "phases": clock.seconds,
             "candidates": len(result.trials), "accepted": [c.definition for c in result.accepted],
             "final_oob": result.final_oob, "peaks_gib": peaks}
 
 
 def peak_gib() -> float:
+    """This process's peak resident memory since its ``exec`` (``VmHWM``; ``ru_maxrss`` where /proc has none)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**20  # kB
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
@@ -164,9 +175,10 @@ def run_shape(shape: str, schema: Path, planted: str, args: argparse.Namespace) 
         load_before = os.getloadavg()[0]
         with open(Path(tmp) / "stderr", "w") as err:
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
-            _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS, not the maximum of all children
+            _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         stderr = (Path(tmp) / "stderr").read_text()
+        # A child that did not finish has no report of its own peak: wait4's ru_maxrss, an upper bound, names it.
         peak = usage.ru_maxrss / 2**20
         if proc.returncode != 0 or not report.exists():
             why = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit status {proc.returncode}"
@@ -177,7 +189,7 @@ def run_shape(shape: str, schema: Path, planted: str, args: argparse.Namespace) 
                                              f"after {got.get('seconds', 0):.0f} s ({got.get('cpu_seconds', 0):.0f} "
                                              f"CPU s), peaks {got.get('peaks_gib')}, phases {got.get('phases')}"}
         out = json.loads(report.read_text())
-    out.update(shape=shape, peak_rss_gib=peak, load_before=load_before,
+    out.update(shape=shape, peak_rss_gib=out["peaks_gib"]["end"], load_before=load_before,
                load_after=os.getloadavg()[0], planted=planted,
                planted_found=[d for d in out["accepted"] if planted in d])
     return out
