@@ -19,6 +19,7 @@ from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, fo
 from kafka.partitioner.default import murmur2
 from kafka.producer.transaction_manager import TransactionState
 from kafka.protocol.admin import DescribeGroupsRequest
+from kafka.protocol.consumer.group import JoinGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from streamforest.connectors.kafka import blocks
@@ -441,7 +442,7 @@ def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, l
 
     Tansu keeps a departed member's id as the leader of a forming group (expired while the group was formed and
     the group changed afterwards, or removed by a LeaveGroup while it formed): no member is elected, and every
-    SyncGroup is answered "rebalance in progress", for ever (``python -m scenarios.kafka_tansu_leader``). Tansu
+    SyncGroup is answered "rebalance in progress", for ever (``python -m scenarios.kafka_dead_leader``). Tansu
     clears a forming group's leader only when it expires that member for its silence, and only a member can
     expire. So this joins the group once as ``leader`` (a dynamic JoinGroup under that member id: the coordinator
     takes it back as a member and answers it as the leader), stays silent for the group's session timeout and
@@ -449,9 +450,6 @@ def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, l
     next member that joins. A coordinator that refuses the JoinGroup or answers it with another leader gets the
     LeaveGroup at once (nothing to expire). Returns what happened, for the log; about 1.5 session timeouts.
     """
-    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-    from kafka.protocol.consumer.group import JoinGroupRequest
-
     async def join_as_leader() -> Any:
         node = await client._find_coordinator_id(group_id)
         request = JoinGroupRequest(
