@@ -439,13 +439,10 @@ class _StreamedCells(Cells):
             return None  # ISO datetimes: no number, for Arrow as for numpy
         if not self._text_kind():
             return self._read_again().numbers()
-        import pyarrow as pa
-        import pyarrow.compute as pc
 
         # as _arrow_numbers once Arrow refused a cell: numpy's parser on the distinct cells, or no numbers
         chunks = self._dictionaries()
-        distinct = pc.unique(pa.chunked_array([c.dictionary for c in chunks], pa.string()).combine_chunks())
-        distinct = distinct.filter(pc.not_equal(distinct, ""))
+        distinct = _distinct_cells(chunks)
         parsed = parse_numbers(np.asarray(distinct.to_numpy(zero_copy_only=False), dtype=str))
         if parsed is None:
             return None
@@ -466,17 +463,24 @@ class _StreamedCells(Cells):
                 return Column(name, numbers)
         if not self._text_kind():
             return self._read_again().column(name, nominal)
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         # as _arrow_nominal: codes into the sorted distinct non-empty cells, here from each block's dictionary
         chunks = self._dictionaries()
-        cats = pc.unique(pa.chunked_array([c.dictionary for c in chunks], pa.string()).combine_chunks())
-        cats = cats.filter(pc.not_equal(cats, ""))
+        cats = _distinct_cells(chunks)
         cats = cats.take(pc.array_sort_indices(cats))
         codes = [_decode(c, cats, np.arange(len(cats), dtype=np.int32), missing=-1) for c in chunks]
         values = np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)
         return Column(name, values.astype(np.int32, copy=False), tuple(cats.to_pylist()))
+
+
+def _distinct_cells(chunks: list[_Codes]) -> Any:
+    """The distinct non-empty cells of dictionary chunks (Arrow text)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    distinct = pc.unique(pa.chunked_array([c.dictionary for c in chunks], pa.string()).combine_chunks())
+    return distinct.filter(pc.not_equal(distinct, ""))
 
 
 def _decode(chunk: _Codes, values: Any, mapped: np.ndarray, missing: float = np.nan) -> np.ndarray:
