@@ -215,21 +215,19 @@ def test_third_member(tansu, reference):
 # ----------------------------------------------------------------------------------------------- static members
 
 
-# noida-db only: on Tansu the members' clearings of a departed leader can follow each other past any bound (a run
-# of six took 223 s; one clean-clone CI run failed at 360 s), so the worker does not yet restart a static member
-# on Tansu within a bounded time (docs/kafka.md, faults table).
-@pytest.mark.parametrize("group_broker", ["broker"], indirect=True)
 def test_restarted_static_member(group_broker, reference):
     """Two static members, one SIGKILLed and started again with its instance id: the restarted member is given
     partitions again and every record is written (exactly-once on noida-db). Joins noida-db leaves unanswered end
-    in the worker's own rejoin; the two members' defences must not keep each other rejoining. Tansu can elect the
-    dead member's old id as the leader of the restarted group; a member that finds it so clears it."""
+    in the worker's own rejoin; the two members' defences must not keep each other rejoining. Tansu can keep the
+    dead member's old id as the leader of the restarted group; a member that finds it so clears it, and the group
+    forms without a rejoin."""
     name, b = group_broker
     prefix = _unique(f"static-restart-{name}")
     args = (*_guarantee(name), "--exit-when-idle", "3")
     ws = _one_killed(b, prefix, reference[0], True, *args)
     again = _members(b, prefix, "1", True, *args)["1"]
-    wait_all([again, ws["2"]])
+    # Bounded: the restarted member is taken back within a few rebalances (13-35 s seen on either broker).
+    wait_all([again, ws["2"]], timeout=120.0)
     _check(b, prefix, reference, [again, ws["2"]], exactly_once=name == "broker", defended=None)
     assert _restored(again), again.log()
 
