@@ -226,7 +226,7 @@ def test_restarted_static_member(group_broker, reference):
     args = (*_guarantee(name), "--exit-when-idle", "3")
     ws = _one_killed(b, prefix, reference[0], True, *args)
     again = _members(b, prefix, "1", True, *args)["1"]
-    # Bounded: the restarted member is taken back within a few rebalances (13-35 s seen on either broker).
+    # Bounded: the restarted member is taken back within a few rebalances (11-36 s seen on either broker).
     wait_all([again, ws["2"]], timeout=120.0)
     _check(b, prefix, reference, [again, ws["2"]], exactly_once=name == "broker", defended=None)
     assert _restored(again), again.log()
