@@ -125,6 +125,7 @@ class Worker:
             signal.signal(signal.SIGINT, self.stop)
         if not self.config.exactly_once:
             self.producer = clients.producer(self.config)
+        self._remove_predecessor()
         self._join()
         log.info("worker joined group %s on %s (%s)", self.config.group_id, self.config.topics.input,
                  self.config.guarantee)
@@ -132,6 +133,37 @@ class Worker:
             self._loop()
         finally:
             self._shutdown()
+
+    def _remove_predecessor(self) -> None:
+        """Remove from the group the dynamic member ``member_file`` names: this worker's predecessor, which a
+        SIGKILL left in the group (noida-db never expires it, and keeps the restarted member's join waiting)."""
+        path = self.config.member_file
+        if path is None or self.config.instance_id is not None or not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            old = f.read().strip()
+        if not old:
+            return
+        try:
+            result = clients.remove_members(self._admin(), self.config.group_id, [clients.Member(old)]).get(
+                old, "no answer")
+        except KafkaError as exc:  # a top-level UnknownMemberId: the coordinator no longer knows it
+            result = type(exc).__name__
+        self.left[old] = time.monotonic()
+        log.warning("removed member %s, this worker's predecessor (%s), from group %s: %s", old, path,
+                    self.config.group_id, result)
+        if result == "NoError":
+            self.metrics.members_removed.inc()
+
+    def _record_member(self, member_id: str) -> None:
+        """Write the member id the coordinator gave this dynamic worker to ``member_file`` (atomically)."""
+        path = self.config.member_file
+        if path is None or self.config.instance_id is not None or not member_id:
+            return
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(member_id)
+        os.replace(tmp, path)
 
     def _join(self) -> None:
         """A new group consumer subscribed to the input (the same ``instance_id`` for a static member)."""
@@ -249,6 +281,8 @@ class Worker:
         meta = self.consumer.group_metadata()
         stable = meta.state == MemberState.STABLE
         if (meta.generation_id, meta.member_id) != self.generation:
+            if self.generation is None or meta.member_id != self.generation[1]:
+                self._record_member(meta.member_id)
             self.generation = (meta.generation_id, meta.member_id)
             if not stable:
                 self.unsettled_since = now
