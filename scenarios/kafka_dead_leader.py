@@ -16,8 +16,8 @@ so no member sends the assignments and every SyncGroup waits or is answered "reb
 
 Then what the worker does once a rebalance has lasted a session timeout under a leader that is not itself
 (``Worker._check_leader``): a leader DescribeGroups does not list is cleared with
-:func:`streamforest.connectors.kafka.clients.clear_departed_leader` (one JoinGroup under its member id, silence
-for a session timeout, one LeaveGroup: Tansu expires it and clears the leader); a listed one whose assignment the
+:func:`streamforest.connectors.kafka.clients.clear_departed_leader` (one JoinGroup under its member id, the
+leader's SyncGroup, one LeaveGroup: the formed group drops the leader it lost); a listed one whose assignment the
 SyncGroup has awaited for two session timeouts is removed by member id (LeaveGroup v3). The group forms again.
 ``python -m scenarios.kafka_dead_leader --broker tansu|noida`` prints each member's state every 5 s and how long
 each phase took.

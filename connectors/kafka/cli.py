@@ -34,7 +34,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         topics=Topics(input=args.input_topic, prefix=args.topic_prefix), guarantee=args.guarantee,
         commit_interval=args.commit_interval, commit_every=args.commit_every, state_interval=args.state_interval,
         state_chunk_bytes=args.state_chunk_bytes, create_topics=args.create_topics, partitions=args.partitions,
-        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id, stall_timeout=args.stall_timeout,
+        exit_when_idle=args.exit_when_idle, instance_id=args.instance_id, member_file=args.member_file,
+        stall_timeout=args.stall_timeout,
         session_timeout_ms=int(args.session_timeout * 1000), max_poll_interval_ms=int(args.max_poll_interval * 1000),
         client=client_settings(args))
     worker = Worker(config, engine_config(args))
@@ -170,6 +171,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--partitions", type=int, default=4, help="partitions of topics created when the input is too")
     p.add_argument("--instance-id", help="static group membership: a restarted worker with the same id takes its "
                                          "place at once (e.g. the pod name); ids must differ between workers")
+    p.add_argument("--member-file", metavar="PATH",
+                   help="dynamic membership: keep the worker's member id in this file, and remove the member it "
+                        "names from the group when the worker starts (a crashed predecessor; one file per worker, "
+                        "kept across restarts)")
     p.add_argument("--session-timeout", type=float, default=10.0,
                    help="seconds without heartbeat before the group gives a dead worker's partitions away")
     p.add_argument("--max-poll-interval", type=float, default=600.0,

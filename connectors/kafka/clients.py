@@ -19,7 +19,7 @@ from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, fo
 from kafka.partitioner.default import murmur2
 from kafka.producer.transaction_manager import TransactionState
 from kafka.protocol.admin import DescribeGroupsRequest
-from kafka.protocol.consumer.group import JoinGroupRequest
+from kafka.protocol.consumer.group import HeartbeatRequest, JoinGroupRequest, SyncGroupRequest
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
 
 from streamforest.connectors.kafka import blocks
@@ -54,7 +54,32 @@ def consumer(config: WorkerConfig, **overrides: Any) -> KafkaConsumer:
     c = KafkaConsumer(**settings)
     _tolerate_empty_assignment(c)
     _remember_join_leader(c)
+    _heartbeat_on_join(c)
     return c
+
+
+def _heartbeat_on_join(consumer: KafkaConsumer) -> None:
+    """Make ``consumer`` send a heartbeat as soon as a JoinGroup answer gives it its member id and generation.
+
+    Tansu counts only heartbeats as a member's contact, and kafka-python heartbeats only once the member is
+    stable; a static member's JoinGroup and SyncGroup take 3 s each there (Tansu holds them), so a member that has
+    just joined sends its first heartbeat more than 6 s after the coordinator took it in, and another member's
+    heartbeat expires it (a session timeout of 6 s) before it is in the group: it joins again under a new id, and
+    again, as long as the timing repeats. The heartbeat's answer is not waited for (a rebalance in progress is
+    the expected one); a coordinator that counts joins as contact is not affected."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    join = getattr(coordinator, "_process_join_group_response", None)
+    if join is None or not hasattr(coordinator, "_manager"):
+        return
+
+    def joined(response: Any, send_time: float) -> Any:
+        result = join(response, send_time)
+        coordinator._manager.send(HeartbeatRequest(
+            group_id=coordinator.group_id, generation_id=response.generation_id, member_id=response.member_id,
+            group_instance_id=coordinator.group_instance_id), node_id=coordinator.coordinator_id)
+        return result
+
+    coordinator._process_join_group_response = joined
 
 
 def _remember_join_leader(consumer: KafkaConsumer) -> None:
@@ -442,34 +467,52 @@ def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, l
 
     Tansu keeps a departed member's id as the leader of a forming group (expired while the group was formed and
     the group changed afterwards, or removed by a LeaveGroup while it formed): no member is elected, and every
-    SyncGroup is answered "rebalance in progress", for ever (``python -m scenarios.kafka_dead_leader``). Tansu
-    clears a forming group's leader only when it expires that member for its silence, and only a member can
-    expire. So this joins the group once as ``leader`` (a dynamic JoinGroup under that member id: the coordinator
-    takes it back as a member and answers it as the leader), stays silent for the group's session timeout and
-    sends a LeaveGroup for it: the coordinator first expires silent members, the leader with them, and elects the
-    next member that joins. A coordinator that refuses the JoinGroup or answers it with another leader gets the
-    LeaveGroup at once (nothing to expire). Returns what happened, for the log; about 1.5 session timeouts.
+    SyncGroup is answered "rebalance in progress", for ever (``python -m scenarios.kafka_dead_leader``). A formed
+    group forgets a leader that a LeaveGroup leaves outside its members, and only a leader's SyncGroup forms a
+    group. So this joins the group once as ``leader`` (a dynamic JoinGroup under that member id: the coordinator
+    takes it back as a member and answers it as the leader), sends the leader's SyncGroup, giving every member an
+    assignment of nothing (the group forms), and a LeaveGroup for it: the formed group loses its leader, starts
+    forming again with none, and elects the next member that joins. Each member's next heartbeat or join finds the
+    new generation and joins it; the empty assignments are never used by a member that has joined since. A
+    coordinator that refuses the JoinGroup or answers it with another leader gets the LeaveGroup at once. When
+    the SyncGroup is refused (a member joined in between), the member stays silent for the session timeout
+    before its LeaveGroup: Tansu expires a silent leader, and clears it with the expiry. Returns what happened,
+    for the log.
     """
-    async def join_as_leader() -> Any:
+    async def join_as_leader() -> tuple[Any, Any]:
         node = await client._find_coordinator_id(group_id)
-        request = JoinGroupRequest(
+        timeout_ms = 2 * session_timeout_ms + 5000
+        joined = await client._manager.send(JoinGroupRequest(
             group_id=group_id, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=session_timeout_ms,
             member_id=leader, group_instance_id=None, protocol_type="consumer",
             protocols=[(CooperativeStickyAssignor.name, CooperativeStickyAssignor().metadata({topic}))],
-            max_version=7)
-        return await client._manager.send(request, node_id=node, request_timeout_ms=2 * session_timeout_ms + 5000)
+            max_version=7), node_id=node, request_timeout_ms=timeout_ms)
+        if joined.error_code != 0 or joined.leader != leader:
+            return joined, None
+        synced = await client._manager.send(SyncGroupRequest(
+            group_id=group_id, generation_id=joined.generation_id, member_id=leader, group_instance_id=None,
+            protocol_type="consumer", protocol_name=joined.protocol_name,
+            assignments=[(m.member_id, EMPTY_ASSIGNMENT) for m in joined.members], max_version=5),
+            node_id=node, request_timeout_ms=timeout_ms)
+        return joined, synced
 
-    response = client._manager.run(join_as_leader)
-    joined = for_code(response.error_code).__name__
-    elected = response.error_code == 0 and response.leader == leader
-    if elected:
+    joined, synced = client._manager.run(join_as_leader)
+    elected = joined.error_code == 0 and joined.leader == leader
+    formed = synced is not None and synced.error_code == 0
+    if elected and not formed:
         time.sleep(session_timeout_ms / 1000 + 1.0)
     try:
         left = remove_members(client, group_id, [Member(leader)]).get(leader, "no answer")
     except KafkaError as exc:  # a top-level UnknownMemberId: nothing left to remove
         left = type(exc).__name__
-    return (f"JoinGroup as {leader}: {joined}, {'elected' if elected else f'leader {response.leader!r}'}; "
-            f"{'after the session timeout, ' if elected else ''}LeaveGroup: {left}")
+    what = f"JoinGroup as {leader}: {for_code(joined.error_code).__name__}, "
+    if not elected:
+        what += f"leader {joined.leader!r}; "
+    elif formed:
+        what += "elected; SyncGroup: NoError (formed); "
+    else:
+        what += f"elected; SyncGroup: {for_code(synced.error_code).__name__}; after the session timeout, "
+    return what + f"LeaveGroup: {left}"
 
 
 def ensure_topics(config: WorkerConfig) -> None:

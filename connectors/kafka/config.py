@@ -94,6 +94,11 @@ class WorkerConfig:
     instance_id
         Static group membership (KIP-345): a worker restarted with the same id takes its place in the group at
         once, without waiting for the session of its crashed predecessor to expire (a pod name is a good id).
+    member_file
+        A dynamic member (no ``instance_id``) writes the member id the coordinator gave it to this file, and a
+        worker started with the file removes that member from the group (LeaveGroup v3 by member id) before it
+        joins: a coordinator that never expires a SIGKILLed dynamic member (noida-db) otherwise keeps the dead
+        predecessor in the group. One file per worker, kept across its restarts (a volume of its container).
     client
         Extra kafka-python settings for every client (``security_protocol``, SASL, SSL files...).
     """
@@ -114,6 +119,7 @@ class WorkerConfig:
     max_poll_interval_ms: int = 600_000
     stall_timeout: float = 60.0
     instance_id: str | None = None
+    member_file: str | None = None
     compression_type: str | None = "lz4"
     client: dict[str, Any] = field(default_factory=dict)
 

@@ -16,11 +16,10 @@ otherwise give the partition back to it, and a static member's rejoin alone is n
 row lengthen the wait before the next one and the time out of the group (:meth:`Worker._stall_limit`,
 :meth:`Worker._rejoin_pause`): two members whose rejoins keep stalling each other drift apart, and the others'
 rebalance ends while one is out.
-A rebalance that has lasted a session timeout under a dead leader ends sooner (:meth:`Worker._check_leader`): a
-leader that is no longer a member of the group (Tansu keeps such a leader for ever, and elects no other) is a stall
-at once, and the rejoin first makes the coordinator forget it (:meth:`Worker._clear_leader`); a member leader whose
-assignment the SyncGroup has awaited for two session timeouts (noida-db elects a SIGKILLed dynamic leader again) is
-removed by member id.
+A rebalance under a dead leader ends sooner (:meth:`Worker._check_leader`): a leader that is no longer a member of
+the group (Tansu keeps such a leader for ever, and elects no other), or one this worker removed, is cleared at once
+while the rebalance goes on (:meth:`Worker._clear_leader`); a member leader whose assignment the SyncGroup has
+awaited for two session timeouts (noida-db elects a SIGKILLed dynamic leader again) is removed by member id.
 """
 
 from __future__ import annotations
@@ -98,12 +97,11 @@ class Worker:
         #: (partition, offset, end) -> whether a committed record is there to read (reads of a standing offset).
         self._waiting: dict[tuple[int, int, int], bool] = {}
         self.next_group_check = 0.0
-        #: The leader the coordinator names although it is no longer a member (:meth:`_check_leader`).
-        self.departed_leader: str | None = None
         #: A leader named by a JoinGroup answer and missing from the group's members, since when (monotonic).
         self.missing_leader: tuple[str, float] | None = None
-        #: Leaders removed for keeping this worker's SyncGroup waiting (each is removed once).
-        self.removed_leaders: set[str] = set()
+        #: Member ids this worker removed from the group (itself included) or cleared as a departed leader -> when
+        #: (monotonic): a JoinGroup answered after that which names one as the leader names a departed leader.
+        self.left: dict[str, float] = {}
         self.next_leader_check = 0.0
         #: Whether the group has formed with this worker in it (it was a stable member or was given partitions).
         self.was_member = False
@@ -127,6 +125,7 @@ class Worker:
             signal.signal(signal.SIGINT, self.stop)
         if not self.config.exactly_once:
             self.producer = clients.producer(self.config)
+        self._remove_predecessor()
         self._join()
         log.info("worker joined group %s on %s (%s)", self.config.group_id, self.config.topics.input,
                  self.config.guarantee)
@@ -134,6 +133,37 @@ class Worker:
             self._loop()
         finally:
             self._shutdown()
+
+    def _remove_predecessor(self) -> None:
+        """Remove from the group the dynamic member ``member_file`` names: this worker's predecessor, which a
+        SIGKILL left in the group (noida-db never expires it, and keeps the restarted member's join waiting)."""
+        path = self.config.member_file
+        if path is None or self.config.instance_id is not None or not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            old = f.read().strip()
+        if not old:
+            return
+        try:
+            result = clients.remove_members(self._admin(), self.config.group_id, [clients.Member(old)]).get(
+                old, "no answer")
+        except KafkaError as exc:  # a top-level UnknownMemberId: the coordinator no longer knows it
+            result = type(exc).__name__
+        self.left[old] = time.monotonic()
+        log.warning("removed member %s, this worker's predecessor (%s), from group %s: %s", old, path,
+                    self.config.group_id, result)
+        if result == "NoError":
+            self.metrics.members_removed.inc()
+
+    def _record_member(self, member_id: str) -> None:
+        """Write the member id the coordinator gave this dynamic worker to ``member_file`` (atomically)."""
+        path = self.config.member_file
+        if path is None or self.config.instance_id is not None or not member_id:
+            return
+        tmp = f"{path}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(member_id)
+        os.replace(tmp, path)
 
     def _join(self) -> None:
         """A new group consumer subscribed to the input (the same ``instance_id`` for a static member)."""
@@ -251,6 +281,8 @@ class Worker:
         meta = self.consumer.group_metadata()
         stable = meta.state == MemberState.STABLE
         if (meta.generation_id, meta.member_id) != self.generation:
+            if self.generation is None or meta.member_id != self.generation[1]:
+                self._record_member(meta.member_id)
             self.generation = (meta.generation_id, meta.member_id)
             if not stable:
                 self.unsettled_since = now
@@ -278,12 +310,9 @@ class Worker:
             waited = now - self.unsettled_since
             if waited >= limit:
                 return f"joining or rebalancing for {waited:.0f} s", stalled
-            if waited >= self.config.session_timeout_ms / 1000 and now >= self.next_leader_check:
+            if now >= self.next_leader_check:
                 self.next_leader_check = now + GROUP_CHECK_SECONDS
-                self._check_leader(now)
-                if self.departed_leader is not None:
-                    return (f"rebalancing for {waited:.0f} s under leader {self.departed_leader}, which is no "
-                            f"longer a member of the group"), stalled
+                self._check_leader(now, waited)
             return None
         self.unsettled_since = None
         if not stalled:
@@ -330,10 +359,10 @@ class Worker:
 
     def _holders(self, partitions: list[int]) -> dict[int, tuple[str, ...]]:
         """Who holds each of ``partitions`` as the coordinator describes the group: the member ids it assigned the
-        partition to (``()``: nobody) or, from a coordinator that reports no assignments (Tansu), the other members
-        and this worker's generation (a rebalance may have moved the partition to any of them, and a restarted
-        member is given its partitions only when that rebalance ends). A partition is left out when the group
-        cannot be described or this worker's own id is not known yet."""
+        partition to (``()``: nobody) or, from a coordinator that reports no assignments (Tansu), the other members,
+        and this worker's generation when it is a stable member (a rebalance may have moved the partition to any of
+        them, and a restarted member is given its partitions only when that rebalance ends). A partition is left out
+        when the group cannot be described or this worker's own id is not known yet."""
         if not partitions:
             return {}
         me = self.consumer.group_metadata().member_id
@@ -346,25 +375,38 @@ class Worker:
         if any(m.partitions is not None for m in others):
             return {p: tuple(sorted(m.member_id for m in others if m.partitions and p in m.partitions))
                     for p in partitions}
-        meta = self.consumer.group_metadata()
-        if not me or meta.state != MemberState.STABLE:
+        if not me:
             return {}
-        everyone = (*sorted(m.member_id for m in others), f"generation {meta.generation_id}")
+        # In a rebalance, the members that may be given the partition when it ends: a member joining (a restarted
+        # one) is a new holder, and has the whole stall timeout to move it.
+        meta = self.consumer.group_metadata()
+        everyone = tuple(sorted(m.member_id for m in others))
+        if meta.state == MemberState.STABLE:
+            everyone = (*everyone, f"generation {meta.generation_id}")
         return dict.fromkeys(partitions, everyone)
 
-    def _check_leader(self, now: float) -> None:
-        """Look at the leader this consumer's last JoinGroup answer named (not this worker), in a rebalance that
-        has lasted a session timeout. When it is no longer a member of the group as DescribeGroups lists it, and
-        a JoinGroup answered after it was first found missing names it again (Tansu keeps such a departed leader
-        for ever and elects no other), note it in ``departed_leader``: the caller rejoins and :meth:`_rejoin`
-        clears it. When it is a member but this worker's SyncGroup has waited
-        ``LEADER_SYNC_SESSIONS`` session timeouts for its assignment (noida-db keeps a SIGKILLed dynamic leader as a
-        member and elects it again), remove it by member id: the coordinator then elects a live member."""
+    def _check_leader(self, now: float, waited: float) -> None:
+        """Look at the leader this consumer's last JoinGroup answer named (not this worker) in a rebalance.
+
+        A leader that is no longer a member is cleared at once (:meth:`_clear_leader`), and the rebalance goes on:
+        one this worker removed (itself before a rejoin, or a holder) and a JoinGroup answered after the removal
+        still names, or one DescribeGroups does not list and a JoinGroup answered after it was first found missing
+        names again. Tansu keeps such a leader for ever and elects no other; so a member's own removal while it led
+        a forming group leaves its id as the leader for the rest, and the member that removed it is the first to
+        see its id again. A listed leader whose assignment this worker's SyncGroup has awaited for
+        ``LEADER_SYNC_SESSIONS`` session timeouts, once the rebalance has lasted a session timeout (noida-db keeps a
+        SIGKILLed dynamic leader as a member and elects it again), is removed by member id: the coordinator then
+        elects a live member."""
         me = self.consumer.group_metadata().member_id
         named = clients.join_leader(self.consumer)
-        if named is None or named[0] == me or named[0] in self.removed_leaders:
+        if named is None or named[0] == me:
             return
         leader, answered = named
+        gone = self.left.get(leader)
+        if gone is not None:
+            if answered > gone:
+                self._clear_leader(leader, "removed from the group before")
+            return
         try:
             members = {m.member_id for m in clients.group_members(self._admin(), self.config.group_id,
                                                                   self.config.topics.input)}
@@ -377,11 +419,12 @@ class Worker:
             if self.missing_leader is None or self.missing_leader[0] != leader:
                 self.missing_leader = (leader, now)
             elif answered > self.missing_leader[1]:
-                self.departed_leader = leader
+                self._clear_leader(leader, "no longer a member of the group")
             return
         awaited = clients.awaited_leader(self.consumer)
         limit = LEADER_SYNC_SESSIONS * self.config.session_timeout_ms / 1000
-        if awaited is None or awaited[0] != leader or now - awaited[1] < limit:
+        if waited < self.config.session_timeout_ms / 1000 or awaited is None or awaited[0] != leader or \
+                now - awaited[1] < limit:
             return
         try:
             removed = clients.remove_members(self._admin(), self.config.group_id, [clients.Member(leader)])
@@ -389,7 +432,7 @@ class Worker:
             log.warning("removing leader %s from group %s failed (%s): checked again later", leader,
                         self.config.group_id, exc)
             return
-        self.removed_leaders.add(leader)
+        self.left[leader] = time.monotonic()
         result = removed.get(leader, "no answer")
         log.warning("removed member %s, the leader of group %s, whose assignment this worker's SyncGroup has "
                     "awaited for %.0f s: %s", leader, self.config.group_id, now - awaited[1], result)
@@ -447,9 +490,6 @@ class Worker:
             clients.bounded(old.close, "leave group", seconds=10.0)
         except Exception as exc:  # a broker gone or a join in flight: the new consumer replaces the member anyway
             log.warning("closing the stalled consumer failed: %s", exc)
-        departed, self.departed_leader = self.departed_leader, None
-        if departed is not None:
-            self._clear_leader(departed)
         # Out of the group, the others' rebalance can end without this worker and they go on with every partition;
         # after stalls in a row it stays out longer before joining again (what ends a cycle of stalls).
         self.stopping.wait(self._rejoin_pause())
@@ -499,6 +539,7 @@ class Worker:
         except KafkaError as exc:
             log.warning("removing members from the group failed (%s): joining again", exc)
             return
+        self.left.update(dict.fromkeys((m.member_id for m in leaving), time.monotonic()))
         for m in holders:
             result = removed.get(m.member_id, "no answer")
             log.warning("removed member %s (instance %s), holder of stalled partitions %s, from group %s: %s",
@@ -512,19 +553,21 @@ class Worker:
             log.info("left group %s as member %s so that joining again is a membership change: %s",
                      self.config.group_id, me, removed.get(me, "no answer"))
 
-    def _clear_leader(self, leader: str) -> None:
+    def _clear_leader(self, leader: str, why: str) -> None:
         """Make the coordinator forget ``leader``, a departed member it still names as the group's leader
-        (:func:`clients.clear_departed_leader`: about 1.5 session timeouts, out of the group), and count it as a
-        member removed."""
+        (:func:`clients.clear_departed_leader`: a JoinGroup, a SyncGroup and a LeaveGroup of the admin client; the
+        consumer's own rebalance goes on), and count it as a member removed."""
+        self.left[leader] = time.monotonic()
         try:
             what = clients.clear_departed_leader(self._admin(), self.config.group_id, self.config.topics.input, leader,
                                                  self.config.session_timeout_ms)
         except (KafkaError, AttributeError) as exc:  # AttributeError: a kafka-python without the internals it uses
-            log.warning("clearing departed leader %s of group %s failed (%s): joining again", leader,
-                        self.config.group_id, exc)
+            log.warning("clearing departed leader %s of group %s failed (%s): the stall timeout still applies",
+                        leader, self.config.group_id, exc)
             return
+        self.left[leader] = time.monotonic()
         self.metrics.members_removed.inc()
-        log.warning("removed departed leader %s from group %s: %s", leader, self.config.group_id, what)
+        log.warning("removed departed leader %s (%s) from group %s: %s", leader, why, self.config.group_id, what)
 
     def _admin(self) -> Any:
         """The admin client that describes the group and removes members (made when first needed)."""
