@@ -55,6 +55,9 @@ class ColumnBinner:
         Upper edges of the numeric bins (one fewer than the bins).
     categories
         The category values of a nominal column, in bin order.
+    lows, highs
+        The least and the greatest training value in each numeric bin (a tree's split placed midway between the
+        values of its node reads them: ``split_threshold="midpoint"``).
 
     Examples
     --------
@@ -75,6 +78,8 @@ class ColumnBinner:
     kind: str
     edges: np.ndarray = field(default_factory=lambda: np.empty(0))
     categories: list[Any] = field(default_factory=list)
+    lows: np.ndarray = field(default_factory=lambda: np.empty(0))
+    highs: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     def __deepcopy__(self, memo: dict) -> ColumnBinner:
         """Itself: the bins learned when a feature arrived never change (a copied forest shares them)."""
@@ -104,7 +109,8 @@ class ColumnBinner:
         if kind != "numeric":
             raise ValueError(f"feature {name!r}: kind must be 'numeric' or 'nominal', got {kind!r}")
         x = _as_float(values, name)
-        return cls(name=name, kind="numeric", edges=_fit_edges(x[~np.isnan(x)]))
+        edges, lows, highs = _fit_edges(x[~np.isnan(x)])
+        return cls(name=name, kind="numeric", edges=edges, lows=lows, highs=highs)
 
     def transform(self, values: Any) -> np.ndarray:
         """Map values to bins (``uint8``); missing values and unseen categories to :data:`MISSING_BIN`."""
@@ -130,32 +136,53 @@ class ColumnBinner:
             "kind": self.kind,
             "edges": [float(e) for e in self.edges],
             "categories": list(self.categories),
+            "lows": [float(v) for v in self.lows],
+            "highs": [float(v) for v in self.highs],
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ColumnBinner:
-        return cls(
-            name=d["name"],
-            kind=d["kind"],
-            edges=np.asarray(d["edges"], dtype=np.float64),
-            categories=list(d["categories"]),
-        )
+        edges = np.asarray(d["edges"], dtype=np.float64)
+        if "lows" in d:
+            lows, highs = np.asarray(d["lows"], dtype=np.float64), np.asarray(d["highs"], dtype=np.float64)
+        else:
+            # Saved without them: the bins' edges bound their values.
+            lows, highs = _edge_bounds(edges) if d["kind"] == "numeric" else (np.empty(0), np.empty(0))
+        return cls(name=d["name"], kind=d["kind"], edges=edges, categories=list(d["categories"]), lows=lows,
+                   highs=highs)
 
 
-def _fit_edges(x: np.ndarray) -> np.ndarray:
-    """Bin edges: midpoints between distinct values when there are few, quantiles otherwise."""
+def _fit_edges(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bin edges (midpoints between distinct values when there are few, quantiles otherwise), and the least and the
+    greatest value in each bin (of the quantile subsample past :data:`QUANTILE_SUBSAMPLE` values)."""
     if x.size == 0:
-        return np.empty(0)
+        return np.empty(0), np.zeros(1), np.zeros(1)
     if x.size > QUANTILE_SUBSAMPLE:
         x = np.random.default_rng(0).choice(x, QUANTILE_SUBSAMPLE, replace=False)
     x = np.sort(x)  # once: the distinct values, and quantiles of a sorted array cost a third less
     distinct = x[np.concatenate(([True], x[1:] != x[:-1]))]
     if distinct.size <= MAX_BINS:
-        return (distinct[:-1] + distinct[1:]) / 2.0
+        return (distinct[:-1] + distinct[1:]) / 2.0, distinct, distinct
     qs = np.quantile(x, np.linspace(0, 1, MAX_BINS + 1)[1:-1], method="linear")
-    edges = np.unique(qs)
     # An edge that falls on a value would put that value in the lower bin; that is what x <= edge means.
-    return edges
+    edges = np.unique(qs)
+    # Bin b holds x[ends[b-1]:ends[b]]; a bin no value falls in is bounded by its edges (no split borders it).
+    ends = np.searchsorted(x, edges, side="right")
+    starts = np.concatenate(([0], ends))
+    ends = np.concatenate((ends, [x.size]))
+    lows, highs = _edge_bounds(edges)
+    filled = ends > starts
+    lows[filled] = x[starts[filled]]
+    highs[filled] = x[ends[filled] - 1]
+    return edges, lows, highs
+
+
+def _edge_bounds(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of each bin's values known from its edges alone: ``(lower edge, upper edge)``, the first bin's lower and
+    the last bin's upper bound taken as its one edge."""
+    if edges.size == 0:
+        return np.zeros(1), np.zeros(1)
+    return np.concatenate((edges[:1], edges)), np.concatenate((edges, edges[-1:]))
 
 
 def _category_key(v: Any) -> Any:

@@ -87,6 +87,11 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         in (0, 1], or ``"auto"``: the whole subspace until the stream is wider than ``max_subspace`` can follow, then
         the square root of its size, as in Breiman's forests (see *Wide streams*); and while the stream is too
         narrow for subspaces (see *Narrow streams*), every feature in every tree and ``max_features`` per split.
+    split_threshold
+        Where a numeric split's threshold lies between the node's samples on either side: ``"midpoint"``, midway
+        between the greatest value on the left and the least on the right (as scikit-learn's trees; a value the
+        node's samples did not have goes to the side of the nearer one), to the precision of the feature's bins;
+        or ``"edge"`` (the paper), at the upper edge of the left side's last bin (such values go right).
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -160,6 +165,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         min_samples_leaf: float | str = "auto",
         min_category_size: float = 5,
         split_features: float | str | None = "auto",
+        split_threshold: str = "midpoint",
         policy: str = "challenger",
         feature_sampling: str = "auto",
         max_subspace: int | None = 64,
@@ -175,6 +181,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self.min_samples_leaf = min_samples_leaf
         self.min_category_size = min_category_size
         self.split_features = split_features
+        self.split_threshold = split_threshold
         self.policy = policy
         self.feature_sampling = feature_sampling
         self.max_subspace = max_subspace
@@ -349,11 +356,12 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
 
     def _training(self) -> growth.TrainingSet:
         return growth.TrainingSet(self._store.data, self._store.n_samples, self._y_cls, self._y_reg,
-                                  self._n_classes, self._columns.is_nominal())
+                                  self._n_classes, self._columns.is_nominal(), self._columns.bin_values())
 
     def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray, min_leaf: np.ndarray,
               oob_leaves: np.ndarray | None = None) -> Trees:
-        settings = growth.TreeSettings(self.max_depth, self.min_category_size)
+        settings = growth.TreeSettings(self.max_depth, self.min_category_size,
+                                       midpoint=self.split_threshold == "midpoint")
         return growth.grow_trees(self._training(), subspaces, seeds, split_ks, min_leaf, settings, oob_leaves)
 
     def _capped(self) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.binning import ColumnBinner, RowBinner
+from streamforest.binning import N_BINS, ColumnBinner, RowBinner
 
 #: One value of a one-row mapping (what the per-sample prediction path bins without building columns).
 _SCALARS = (int, float, str, bool, np.generic, type(None))
@@ -114,6 +114,16 @@ def named_columns(X: Any) -> tuple[list[str], list[np.ndarray]]:
     return names, columns
 
 
+def _bin_values(binner: ColumnBinner, out: np.ndarray) -> None:
+    """A numeric feature's row of :meth:`FeatureColumns.bin_values` written to ``out``."""
+    if binner.is_nominal:
+        return
+    out[0] = np.inf
+    out[0, : binner.edges.size] = binner.edges
+    out[1, : binner.lows.size] = binner.lows
+    out[2, : binner.highs.size] = binner.highs
+
+
 class FeatureColumns:
     """The features in arrival order and their binners: maps inputs to bins ``(n_features, n_samples)``.
 
@@ -133,6 +143,9 @@ class FeatureColumns:
         self.names: list[str] = [b.name for b in self.binners]
         self._nominal = np.array([b.is_nominal for b in self.binners], dtype=np.bool_)
         self._row_binner: tuple[int, RowBinner] | None = None
+        self._values = np.zeros((max(4, len(self.binners)), 3, N_BINS))
+        for j, b in enumerate(self.binners):
+            _bin_values(b, self._values[j])
 
     def __len__(self) -> int:
         return len(self.binners)
@@ -142,10 +155,19 @@ class FeatureColumns:
         self.names.append(binner.name)
         # Kept as it grows: the trees take it at every growth, and rebuilding it costs O(features) each time.
         self._nominal = np.append(self._nominal, binner.is_nominal)
+        j = len(self.binners) - 1
+        if j == self._values.shape[0]:
+            self._values = np.concatenate((self._values, np.zeros_like(self._values)))
+        _bin_values(binner, self._values[j])
 
     def is_nominal(self) -> np.ndarray:
         """Which features are nominal, in arrival order (do not modify)."""
         return self._nominal
+
+    def bin_values(self) -> np.ndarray:
+        """Per feature, in arrival order, its bins' upper edges (``inf`` past the last), least and greatest training
+        values: shape ``(n_features, 3, N_BINS)``, zeros for nominal features (do not modify)."""
+        return self._values[: len(self.binners)]
 
     def bin(self, X: Any, what: str = "X") -> np.ndarray:
         """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
@@ -201,6 +223,7 @@ class FeatureColumns:
 
 
 POLICIES = ("challenger", "baseline")
+SPLIT_THRESHOLDS = ("midpoint", "edge")
 TASKS = ("classification", "regression")
 FEATURE_SAMPLING = ("auto", "uniform", "importance")
 
@@ -234,6 +257,8 @@ def check_params(p: Mapping[str, Any]) -> None:
         raise ValueError(f"min_samples_leaf must be a number >= 1 or 'auto', got {msl!r}")
     if not (isinstance(p["min_category_size"], (int, float)) and p["min_category_size"] >= 0):
         raise ValueError(f"min_category_size must be a number >= 0, got {p['min_category_size']!r}")
+    if p["split_threshold"] not in SPLIT_THRESHOLDS:
+        raise ValueError(f"split_threshold must be one of {SPLIT_THRESHOLDS}, got {p['split_threshold']!r}")
     sf = p["split_features"]
     if sf is not None and sf != "auto" and (not is_number(sf, numpy=False) or not 0 < sf <= 1):
         raise ValueError(f"split_features must be in (0, 1], None or 'auto', got {sf!r}")

@@ -99,8 +99,10 @@ def state_from_arrays(arrays: Any, header: dict[str, Any]) -> ForestState:
                        if f"{prefix}min_leaf" in arrays
                        else np.full(trees.n_trees, float(header["params"]["min_samples_leaf"])))
         )
+    # Files saved before thresholds could sit midway: their trees grew with thresholds at bin edges.
+    params = {"split_threshold": "edge", **header["params"]}
     return ForestState(
-        params=header["params"], seed=int(header["seed"]),
+        params=params, seed=int(header["seed"]),
         binners=[ColumnBinner.from_json(b) for b in header["features"]],
         classes=None if header["classes"] is None else np.asarray(header["classes"]),
         ledger=WeightLedger.from_json(header["ledger"]), generations=generations,

@@ -234,3 +234,18 @@ def test_json_round_trip(values, kind):
     np.testing.assert_array_equal(c.edges, b.edges)
     np.testing.assert_array_equal(c.transform(values), b.transform(values))
     assert c.to_json() == b.to_json()
+
+
+def test_bins_keep_their_least_and_greatest_training_values():
+    # Few values: a bin is one value. Many: quantile bins, each value within its bin's edges; both survive JSON.
+    few = ColumnBinner.fit("x", np.array([5.0, 1.0, 3.0, 3.0, np.nan, 10.0]))
+    np.testing.assert_array_equal(few.lows, [1.0, 3.0, 5.0, 10.0])
+    np.testing.assert_array_equal(few.highs, few.lows)
+    x = np.random.default_rng(0).normal(size=5000)
+    many = ColumnBinner.fit("x", x)
+    bins = many.transform(x)
+    for b in (0, 7, many.n_bins - 1):
+        assert many.lows[b] == x[bins == b].min() and many.highs[b] == x[bins == b].max()
+    back = ColumnBinner.from_json(many.to_json())
+    np.testing.assert_array_equal(back.lows, many.lows)
+    np.testing.assert_array_equal(back.highs, many.highs)

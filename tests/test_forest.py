@@ -711,6 +711,20 @@ def test_get_params_round_trips_and_set_params_refuses_bad_values_without_change
         f.set_params(n_estimators=3)
 
 
+def test_midpoint_thresholds_send_an_unseen_value_to_the_side_of_the_nearer_training_values():
+    # Class 0 at 0..9, class 1 at 20..29. A tree whose bootstrap left out 9 splits between 8 and 20: midway (as
+    # scikit-learn) 9.4 goes left with 8; at the bin edge after 8 ("edge") it goes right, in about a third of trees.
+    x = np.concatenate([np.arange(10.0), np.arange(20.0, 30.0)])
+    y = (x > 15).astype(int)
+    p1 = {}
+    for rule in ("midpoint", "edge"):
+        f = FeatureStreamForest(trees_per_generation=40, split_threshold=rule, random_state=0)
+        f.add_feature("x", x, y=y)
+        p1[rule] = f.predict_proba(np.array([[9.4], [19.6]]))[:, 1]
+    assert p1["midpoint"][0] == 0.0 and p1["midpoint"][1] == 1.0
+    assert p1["edge"][0] > 0.2
+
+
 def test_set_params_random_state_reseeds_and_task_is_fixed_once_fitted(clf_data):
     X, y = clf_data
     a = FeatureStreamForest(trees_per_generation=5, random_state=0).set_params(random_state=1).fit(X, y)

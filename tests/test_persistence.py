@@ -189,3 +189,25 @@ def test_a_deep_copy_is_independent_of_its_original(tmp_path):
     original.save(tmp_path / "after.npz")
     assert (tmp_path / "before.npz").read_bytes() == (tmp_path / "after.npz").read_bytes()
     assert_same_forest(original, FeatureStreamForest.load(tmp_path / "before.npz"), X[:, :5])
+
+
+def test_a_file_saved_before_midpoint_thresholds_goes_on_with_thresholds_at_bin_edges(tmp_path):
+    # Its header has neither the parameter nor the bins' values: the forest keeps the rule its trees grew with.
+    X, y = make_stream()
+    old = FeatureStreamForest(**KW, split_threshold="edge")
+    feed(old, X, y, 0, 2)
+    path = tmp_path / "old.npz"
+    old.save(path)
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    header = json.loads(bytes(arrays["__header__"]).decode("utf-8"))
+    del header["params"]["split_threshold"]
+    for b in header["features"]:
+        del b["lows"], b["highs"]
+    arrays["__header__"] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    np.savez(path, **arrays)
+    loaded = FeatureStreamForest.load(path)
+    assert loaded.split_threshold == "edge"
+    for f in (old, loaded):
+        feed(f, X, y, 2, 4)
+    assert_same_forest(old, loaded, X[:, :4])

@@ -7,6 +7,7 @@ import pytest
 from helpers import Binned, bin_columns, grid_values, grow_tree, tree_values
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
+from streamforest.inputs import FeatureColumns
 from streamforest.tree import route
 from streamforest.tree.grow import TrainingSet, TreeSettings
 from streamforest.tree.model import ARRAYS, Trees, concat, grow
@@ -503,3 +504,27 @@ def test_category_rows_follow_their_nodes_through_take_concat_and_saving():
     assert trees.to_arrays("p_")["p_weight"].dtype == np.float64
     np.testing.assert_array_equal(route.leaves(both, data.Xb, n),
                                   route.leaves(trees, data.Xb, n)[:, [2, 0, 3, 1]])
+
+
+@pytest.mark.parametrize("values", ["few", "quantiles"])
+def test_midpoint_threshold_lies_midway_between_the_node_values_as_scikit_learn(values):
+    # The column has values 0..10, the tree's samples only 0, 1 (class 0) and 9, 10 (class 1): scikit-learn's
+    # threshold is 5, midway between 1 and 9. At the bin edge after 1 (the rule "edge"), 3 would go right.
+    xs = np.array([0.0, 1.0, 9.0, 10.0, *range(2, 9)])
+    if values == "quantiles":  # more than 255 distinct values: the bins are quantiles of the column
+        xs = np.concatenate([xs, np.linspace(0.0, 10.0, 1000)])
+    y = np.array([0, 0, 1, 1], dtype=np.int32)
+    data = bin_columns([xs])
+    training = TrainingSet(data.Xb, 4, y, np.zeros(4), 2, data.is_nominal, FeatureColumns(data.binners).bin_values())
+    # Away from 5 by more than the bins' precision (half a unit with one bin per value).
+    at = np.array([2.9, 3.0, 4.4, 5.6, 7.0])
+    probe = data.transform([at])
+    seen = {}
+    for midpoint in (False, True):
+        trees = grow(training, [np.array([0])], np.array([1], dtype=np.uint64),
+                     TreeSettings(1, 0.0, bootstrap=False, midpoint=midpoint), min_samples_leaf=1)
+        seen[midpoint] = tree_values(trees, probe)[:, 1].tolist()
+        np.testing.assert_array_equal(tree_values(trees, data.Xb[:, :4])[:, 1], y)  # the samples' sides unchanged
+    ref = DecisionTreeClassifier(max_depth=1).fit(xs[:4, None], y).predict_proba(at[:, None])[:, 1]
+    assert seen[True] == ref.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
+    assert seen[False] == [1.0] * 5

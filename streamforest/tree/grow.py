@@ -18,7 +18,16 @@ from numba import njit, prange
 
 from streamforest.binning import BIN_WORDS, MISSING_BIN, N_BINS
 from streamforest.rng import next_below
-from streamforest.tree.split import NodeBins, ScanScratch, Split, best_split, fill_dense, fill_dense_pair, weight
+from streamforest.tree.split import (
+    NodeBins,
+    ScanScratch,
+    Split,
+    best_split,
+    fill_dense,
+    fill_dense_pair,
+    midpoint_bin,
+    weight,
+)
 
 LEAF = -1
 
@@ -33,9 +42,15 @@ HIST_POOL_BYTES = 32 * 2**20
 DENSE_FROM = 256
 
 
+#: :attr:`TrainingSet.bin_values` when thresholds stay at bin edges (nothing to read).
+NO_BIN_VALUES = np.zeros((0, 3, N_BINS))
+
+
 class TrainingSet(NamedTuple):
     """The samples trees grow on: feature-major bins (a buffer whose first ``n_samples`` columns are the samples),
-    class codes or regression targets, ``n_classes`` (0 for regression) and which features are nominal."""
+    class codes or regression targets, ``n_classes`` (0 for regression), which features are nominal, and the
+    numeric bins' edges and values (:meth:`~streamforest.inputs.FeatureColumns.bin_values`; read only under
+    :attr:`TreeSettings.midpoint`)."""
 
     columns: np.ndarray
     n_samples: int
@@ -43,18 +58,22 @@ class TrainingSet(NamedTuple):
     y_reg: np.ndarray
     n_classes: int
     is_nominal: np.ndarray
+    bin_values: np.ndarray = NO_BIN_VALUES
 
 
 class TreeSettings(NamedTuple):
     """The parameters that are the same for every tree of a batch: the depth bound (None: unbounded), the least
     weight of a category placed on its own (lighter ones join the missing values' side), whether trees grow on a
-    bootstrap sample, and the node size from which histograms are filled untracked (:data:`DENSE_FROM`: a speed
-    setting that never changes the trees)."""
+    bootstrap sample, the node size from which histograms are filled untracked (:data:`DENSE_FROM`: a speed
+    setting that never changes the trees), and whether a numeric split's threshold is placed midway by value
+    between the node's samples on either side (:func:`~streamforest.tree.split.midpoint_bin`), else at the upper
+    edge of the last bin on the left."""
 
     max_depth: int | None
     min_category_size: float
     bootstrap: bool = True
     dense_from: int = DENSE_FROM
+    midpoint: bool = False
 
 
 class TreePlans(NamedTuple):
@@ -529,7 +548,7 @@ def _grow_one(data, settings, plans, t, out):
         depth, buf = stack.depth[sp], stack.buf[sp]
         W, pure = _make_node(out, t, node, work, stack.stats[sp])
         oob_start, oob_end = stack.oob_start[sp], stack.oob_end[sp]
-        split = Split(0.0, -1, 0, False, False)
+        split = Split(0.0, -1, 0, False, False, -1)
         if not (pure or depth >= max_depth or W < 2 * work.min_leaf or n_nodes + 2 > cap):
             if buf < 0 and n_buf > 0 and end - start >= SUBTRACT_FROM and pool.n_free[0] > 0:
                 buf = _take_buffer(pool)
@@ -543,6 +562,9 @@ def _grow_one(data, settings, plans, t, out):
                 out.oob_leaf[t, oob[q]] = node
             continue
         f = work.feats[split.slot]
+        if settings.midpoint and not split.nominal and split.upper > split.threshold + 1:
+            split = Split(split.gain, split.slot, midpoint_bin(data.bin_values, f, split.threshold, split.upper),
+                          split.missing_left, False, split.upper)
         _record_split(out, t, node, f, split, work.cats)
         # The children's statistics go straight to their stack slots (the right child's first, then the left's).
         if depth + 1 >= max_depth:

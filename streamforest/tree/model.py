@@ -277,7 +277,7 @@ def grow(
     # The same shapes in every call (numba compiles once per combination of field types).
     training = training._replace(n_samples=n_samples, n_classes=n_classes)
     settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
-                            int(settings.dense_from))
+                            int(settings.dense_from), bool(settings.midpoint))
     plans = TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf)
     # Each tree writes into a row of ``cap`` nodes, the most it could have (131,071 at depth 16 on 100,000 samples:
     # 10 MB a tree); numpy backs such rows with huge pages, so a row is resident as soon as a tree starts it. Trees

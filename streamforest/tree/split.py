@@ -54,14 +54,16 @@ class ScanScratch(NamedTuple):
 
 class Split(NamedTuple):
     """The best split found so far: its gain, the feature's slot in the tree's subspace (-1: none), the threshold
-    bin of a numeric split, whether missing values go left, and whether it is nominal (its left categories are
-    then in the tree's ``cats`` bitmap)."""
+    bin of a numeric split (the last bin of the node's samples on its left), whether missing values go left,
+    whether it is nominal (its left categories are then in the tree's ``cats`` bitmap), and the first bin of the
+    node's samples on the right of a numeric split (-1: none, only missing values are right)."""
 
     gain: float
     slot: int
     threshold: int
     missing_left: bool
     nominal: bool
+    upper: int
 
 
 @njit(inline="always")
@@ -178,10 +180,11 @@ def _take_present(bins) -> int:
 
 
 @njit(inline="always")
-def _two_stats_trial(l0, l1, p0, p1, parent_score, is_reg, min_samples_leaf, j, thr, best):
+def _two_stats_trial(l0, l1, p0, p1, parent_score, is_reg, min_samples_leaf, j, thr, upper, best):
     """``best`` (a :class:`Split`) updated with the numeric split sending statistics ``(l0, l1)`` of the node's
-    ``(p0, p1)`` left at threshold bin ``thr`` (two statistics, nothing missing: binary classification or
-    regression). The scores are the ones :func:`_scan_general` computes, in scalars: this is the hot spot."""
+    ``(p0, p1)`` left at threshold bin ``thr``, the next bin present being ``upper`` (two statistics, nothing
+    missing: binary classification or regression). The scores are the ones :func:`_scan_general` computes, in
+    scalars: this is the hot spot."""
     r0 = p0 - l0
     r1 = p1 - l1
     if is_reg:
@@ -198,7 +201,7 @@ def _two_stats_trial(l0, l1, p0, p1, parent_score, is_reg, min_samples_leaf, j, 
         score = (l0 * l0 + l1 * l1) / wl + (r0 * r0 + r1 * r1) / wr
     gain = score - parent_score
     if gain > best.gain:
-        return Split(gain, j, thr, wl >= wr, False)
+        return Split(gain, j, thr, wl >= wr, False, upper)
     return best
 
 
@@ -220,7 +223,7 @@ def _scan_two_stats_touched(j, bins, parent, parent_score, is_reg, min_samples_l
             # The split after the previous bin; none after the last one.
             if prev >= 0:
                 best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
-                                        best)
+                                        b, best)
             l0 += h[b, 0]
             l1 += h[b, 1]
             h[b, 0] = 0.0
@@ -247,7 +250,7 @@ def _scan_two_stats_bins(j, Hj, parent, parent_score, is_reg, min_samples_leaf, 
             Hj[b, 1] = 0.0
         if prev >= 0:
             best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
-                                    best)
+                                    b, best)
         l0 += h0
         l1 += h1
         prev = b
@@ -333,7 +336,7 @@ def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_categ
     cat_ids, rare_ids, left, right, trial = scan.cat_ids, scan.rare_ids, scan.left, scan.right, scan.trial
     is_reg = work.is_reg
     n_stats = miss.shape[0]
-    best_gain, best_j, best_thr, best_missleft, best_nominal = best
+    best_gain, best_j, best_thr, best_missleft, best_nominal, best_upper = best
     n_order, n_rare = _category_order(nominal, bins, n_present, parent, is_reg, data.n_classes, min_category_weight,
                                       scan)
     w_miss = weight(miss, is_reg)
@@ -385,6 +388,7 @@ def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_categ
                         best_missleft = side == 0
                     if nominal:
                         best_thr = 0
+                        best_upper = -1
                         best_cats[:] = 0
                         for qq in range(q + 1 if mode == 0 else 1):
                             c = cb[cat_ids[qq] if mode == 0 else b]
@@ -395,7 +399,28 @@ def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_categ
                                 best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
                     else:
                         best_thr = cb[b]
-    return Split(best_gain, best_j, best_thr, best_missleft, best_nominal)
+                        best_upper = cb[cat_ids[q + 1]] if q + 1 < n_order else -1
+    return Split(best_gain, best_j, best_thr, best_missleft, best_nominal, best_upper)
+
+
+@njit(inline="always")
+def midpoint_bin(values, f, threshold, upper) -> int:
+    """The threshold bin nearest by value to midway between the node's values on either side of a numeric split at
+    bin ``threshold`` whose right side starts at bin ``upper`` (as scikit-learn's trees place it): among the edges
+    of the empty bins between them, the one nearest to the midpoint of the greatest value of bin ``threshold`` and
+    the least of bin ``upper`` (``values``: :meth:`~streamforest.inputs.FeatureColumns.bin_values`). The node's
+    samples go to the same sides; samples of the empty bins go to the side of the nearer value."""
+    edges = values[f, 0]
+    mid = 0.5 * (values[f, 2, threshold] + values[f, 1, upper])
+    best = threshold
+    gap = abs(edges[threshold] - mid)
+    for t in range(threshold + 1, upper):
+        d = abs(edges[t] - mid)
+        if d >= gap:
+            break  # the edges increase: past the nearest one they only move away
+        best = t
+        gap = d
+    return best
 
 
 @njit(inline="always")
@@ -408,7 +433,7 @@ def best_split(data, settings, work, n_cand, start, end, stored):
     is_reg = work.is_reg
     n_stats = parent.shape[0]
     parent_score = child_score(parent, is_reg)
-    best = Split(1e-12 * (abs(parent_score) + 1.0), -1, 0, False, False)
+    best = Split(1e-12 * (abs(parent_score) + 1.0), -1, 0, False, False, -1)
     work.cats[:] = np.uint64(0)
     for cj in range(n_cand):
         j = work.cand[cj]
