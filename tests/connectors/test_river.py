@@ -389,8 +389,9 @@ def test_through_a_change_the_classifier_tempers_its_confident_errors(monkeypatc
 
     def run(z: float) -> tuple[list[float], list[np.ndarray]]:
         monkeypatch.setattr(driver, "TEMPER_Z", z)
-        out = [progressive(ForestClassifier(seed=0), drift_stream("stagger", position, width=100, n=position + 300,
-                                                                   seed=seed)) for seed, position in [(5, 600), (6, 700)]]
+        streams = [drift_stream("stagger", position, width=100, n=position + 300, seed=seed)
+                   for seed, position in [(5, 600), (6, 700)]]
+        out = [progressive(ForestClassifier(seed=0), stream) for stream in streams]
         return [auc for auc, _, _ in out], [right for _, _, right in out]
 
     aucs, rights = run(driver.TEMPER_Z)
