@@ -85,6 +85,10 @@ class ForestClassifier(WindowForest, base.Classifier):
         gradual change (both concepts mixed for a while), the old concept's forest keeps scoring the new samples
         with a detector of its own, and each further rise of its error cuts the window again, past the mixed
         samples (as ARF restarts a tree's background learner at each warning).
+        While the error of the last 25 samples the detector scored exceeds that of the last 1,000 significantly
+        (3 binomial standard deviations), ``predict_proba_one`` tempers the forest's probabilities by the excess
+        (the predicted class stays): through a change the forest's trees are as sure as before while they err
+        more often. With ``drift.NoDrift()`` no error is scored and nothing is tempered.
     seed
         Random seed: the same seed and stream give the same predictions.
 
