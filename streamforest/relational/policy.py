@@ -40,7 +40,9 @@ from scipy.stats import t as student_t
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
     OPERATORS,
+    Aggregate,
     Combination,
+    Condition,
     Family,
     Feature,
     Generator,
@@ -349,6 +351,7 @@ class ThompsonPolicy(Policy):
         self.pairs_tried: set[tuple[str, str, str]] = set()
         self._last_real: Candidate | None = None
         self._pending_attr = first
+        self._expanded: set[tuple[tuple, Condition]] = set()  # conditions whose siblings were compared
 
     # ------------------------------------------------------------------ proposing
 
@@ -421,8 +424,48 @@ class ThompsonPolicy(Policy):
                 if s > best_score:
                     best, best_score = int(i), s
             if best >= 0:
-                return self._from_family(best)
+                c = self._from_family(best)
+                s = None if c is None else self._best_sibling(c)
+                if s is not None and s is not c:
+                    self.beams[best].ready.append(c)  # still its family's member, for a later turn
+                return s
         return None
+
+    def _best_sibling(self, c: Candidate) -> Candidate:
+        """The most relevant flat aggregate over the rows of ``c``'s condition, the first time a condition on a
+        value chosen for its association with the label comes up (else ``c``).
+
+        Such a value says which rows go with the label, not which of their columns does: every member under it
+        shares the value's presence, which the first accepted one takes, and the others then add too little to be
+        accepted -- the column that carries the label within those rows included. The draws cannot tell them
+        apart (their facets are about columns over every condition); their relevance can, for milliseconds each,
+        against a generation of trees per candidate sent. The members not chosen stay in their families.
+        """
+        f = c.feature
+        if not isinstance(f, Aggregate):
+            return c
+        path, where = f.path, f.where
+        if f.inner is not None and where is None:
+            path, where = (*f.path, *f.inner.path), f.inner.where
+        if where is None or where.op != "=" or (path, where) in self._expanded:
+            return c
+        self._expanded.add((path, where))
+        table = self.generator.db.tables[path[-1].child]
+        if where.value not in self.generator.associated(table, where.column):
+            return c
+        made = [m for m in (self._make(s, str(fam), fam.facets()) for s, fam in self._sibling_families(path, where))
+                if m is not None]
+        best = max(made, key=lambda m: m.relevance, default=c)
+        best = best if best.relevance > c.relevance else c
+        for m in made:
+            if m is not best:  # back to their families, which compute them again when their turn comes
+                self.seen.discard(m.definition)
+                self.hashes.discard(rank_digest(m.values))
+        return best
+
+    def _sibling_families(self, path: tuple, where: Condition) -> Iterator[tuple[Aggregate, Family]]:
+        for s in self.generator.siblings(path, where):
+            yield s, Family("aggregate", path, s.func, s.column, (where.column, "="))
 
     def _relevance_z(self, r: float) -> float:
         """A relevance in units of the shadows' (how far above what chance alone gives), in [-3, 3]."""
