@@ -221,6 +221,7 @@ class Generator:
         self._alive: dict[tuple[Step, ...], np.ndarray] = {}
         self._index: dict[tuple[tuple[Step, ...], int], tuple[np.ndarray, np.ndarray]] = {}
         self._levels: dict[tuple[str, str], list] = {}
+        self._chosen: dict[tuple[str, str], list] = {}
         self._cuts: dict[tuple[str, str], list[Condition]] = {}
 
     # ------------------------------------------------------------------ the space
@@ -277,11 +278,13 @@ class Generator:
             counts = np.bincount(codes[codes >= 0], minlength=len(names))
             frequent = [i for i in np.lexsort((np.arange(counts.size), -counts)) if counts[i] > 0]
             vals: list = []
+            associated: list[int] = []
             if len(frequent) > 1:
                 associated = self._associated(table, codes, len(names))[: self.max_values]
                 chosen = set(associated)
                 vals = [names[i] for i in associated]
                 vals += [names[i] for i in frequent[: self.max_values] if i not in chosen]
+            self._chosen[key] = vals[: len(associated)]
             self._levels[key] = vals
         return self._levels[key]
 
@@ -342,23 +345,38 @@ class Generator:
         for path in self.paths(owner.name, depth):
             t = self._table(path)
             conds = self.conditions(t)
-            for cond in conds:
-                yield Family("aggregate", path, "count", None, cond)
-            for name, col in sorted(t.columns.items()):
-                funcs = agg.NOMINAL if col.nominal else agg.NUMERIC
-                for func in funcs:
-                    if func in ("first", "last") and t.time is None:
-                        continue
-                    if func == "nunique" and not col.nominal and not self.levels(t, name):
-                        continue
-                    for cond in conds:
-                        if cond is None or cond[0] != name:
-                            yield Family("aggregate", path, func, name, cond)
+            for func, name in self._reductions(t):
+                for cond in conds:
+                    if name is None or cond is None or cond[0] != name:
+                        yield Family("aggregate", path, func, name, cond)
             if nested and len(path) < depth:
                 for inner in self._aggregate_families(path, depth - len(path), nested=False):
                     for func in agg.OUTER:
                         for cond in conds:
                             yield Family("nested", path, func, None, cond, inner)
+
+    def _reductions(self, t: Table) -> Iterator[tuple[str, str | None]]:
+        """The (function, column) pairs a flat aggregate over ``t`` can be: the count, then each column's."""
+        yield "count", None
+        for name, col in sorted(t.columns.items()):
+            for func in agg.NOMINAL if col.nominal else agg.NUMERIC:
+                if func in ("first", "last") and t.time is None:
+                    continue
+                if func == "nunique" and not col.nominal and not self.levels(t, name):
+                    continue
+                yield func, name
+
+    def associated(self, table: Table, column: str) -> list[str | float]:
+        """The ``=`` values of a column chosen for their association with the label (the first of :meth:`levels`)."""
+        self.levels(table, column)
+        return self._chosen[(table.name, column)]
+
+    def siblings(self, path: tuple[Step, ...], where: Condition) -> Iterator[Aggregate]:
+        """Every flat aggregate over ``path`` restricted to the rows ``where`` selects: the count and each other
+        column's functions (members of as many families, one per function and column)."""
+        for func, name in self._reductions(self._table(path)):
+            if name != where.column:
+                yield Aggregate(func, path, name, where=where)
 
     def members(self, family: Family) -> Iterator[Feature]:
         """The family's features, lazily; a ``>`` condition is a placeholder to :meth:`learn`."""

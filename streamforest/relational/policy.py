@@ -40,7 +40,9 @@ from scipy.stats import t as student_t
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
     OPERATORS,
+    Aggregate,
     Combination,
+    Condition,
     Family,
     Feature,
     Generator,
@@ -77,19 +79,28 @@ def relevance(values: np.ndarray, y: np.ndarray) -> float:
     >>> relevance(np.array([1.0, 2.0, 3.0, 4.0]), np.array([0, 0, 1, 1]))
     1.0
     """
-    v = np.where(np.isnan(values), -np.inf, values)
-    if v.size == 0 or np.all(v == v[0]):
-        return 0.0
-    r = average_ranks(v)
+    return _relevance(values, _classes(y))
+
+
+def _classes(y: np.ndarray) -> list[tuple[np.ndarray, int, int]]:
+    """What :func:`relevance` compares against: each class's mask and size, and the size of the rest (one class
+    of two)."""
     classes = np.unique(y)
     out = []
     for c in classes[1:] if classes.size == 2 else classes:
         pos = y == c
         n1, n0 = int(pos.sum()), int((~pos).sum())
-        if n1 == 0 or n0 == 0:
-            continue
-        auc = (r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)
-        out.append(abs(2 * auc - 1))
+        if n1 and n0:
+            out.append((pos, n1, n0))
+    return out
+
+
+def _relevance(values: np.ndarray, classes: list[tuple[np.ndarray, int, int]]) -> float:
+    v = np.where(np.isnan(values), -np.inf, values)
+    if v.size == 0 or np.all(v == v[0]):
+        return 0.0
+    r = average_ranks(v)
+    out = [abs(2 * ((r[pos].sum() - n1 * (n1 + 1) / 2) / (n1 * n0)) - 1) for pos, n1, n0 in classes]
     return float(np.mean(out)) if out else 0.0
 
 
@@ -190,8 +201,8 @@ class Aggregates:
         self.family = family
         self.generator = generator
         self.score = score
-        self.label = str(family)
         self.facets = family.facets()
+        self.label = " ".join(self.facets)  # str(family), without computing its facets again
         self.complexity = complexity(family)
 
     def members(self) -> Iterator[Feature]:
@@ -306,6 +317,7 @@ class ThompsonPolicy(Policy):
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
+        self._y_classes = _classes(self.y)  # what every relevance is measured against, once
         self.rng = np.random.default_rng(seed)
         self.pool = pool
         self.shadow_every = shadow_every
@@ -345,10 +357,12 @@ class ThompsonPolicy(Policy):
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
         self.shadow_relevance: list[float] = []
+        self._shadow_spread: tuple[int, float, float] = (-1, 0.0, 0.0)  # (shadows, mean, sd) of their relevance
         self.sent = 0
         self.pairs_tried: set[tuple[str, str, str]] = set()
         self._last_real: Candidate | None = None
         self._pending_attr = first
+        self._expanded: set[tuple[tuple, Condition]] = set()  # conditions whose siblings were compared
 
     # ------------------------------------------------------------------ proposing
 
@@ -421,16 +435,59 @@ class ThompsonPolicy(Policy):
                 if s > best_score:
                     best, best_score = int(i), s
             if best >= 0:
-                return self._from_family(best)
+                c = self._from_family(best)
+                s = None if c is None else self._best_sibling(c)
+                if s is not None and s is not c:
+                    self.beams[best].ready.append(c)  # still its family's member, for a later turn
+                return s
         return None
+
+    def _best_sibling(self, c: Candidate) -> Candidate:
+        """The most relevant flat aggregate over the rows of ``c``'s condition, the first time a condition on a
+        value chosen for its association with the label comes up (else ``c``).
+
+        Such a value says which rows go with the label, not which of their columns does: every member under it
+        shares the value's presence, which the first accepted one takes, and the others then add too little to be
+        accepted -- the column that carries the label within those rows included. The draws cannot tell them
+        apart (their facets are about columns over every condition); their relevance can, for milliseconds each,
+        against a generation of trees per candidate sent. The members not chosen stay in their families.
+        """
+        f = c.feature
+        if not isinstance(f, Aggregate):
+            return c
+        path, where = f.path, f.where
+        if f.inner is not None and where is None:
+            path, where = (*f.path, *f.inner.path), f.inner.where
+        if where is None or where.op != "=" or (path, where) in self._expanded:
+            return c
+        self._expanded.add((path, where))
+        table = self.generator.db.tables[path[-1].child]
+        if where.value not in self.generator.associated(table, where.column):
+            return c
+        made = [m for m in (self._make(s, str(fam), fam.facets()) for s, fam in self._sibling_families(path, where))
+                if m is not None]
+        best = max(made, key=lambda m: m.relevance, default=c)
+        best = best if best.relevance > c.relevance else c
+        for m in made:
+            if m is not best:  # back to their families, which compute them again when their turn comes
+                self.seen.discard(m.definition)
+                self.hashes.discard(rank_digest(m.values))
+        return best
+
+    def _sibling_families(self, path: tuple, where: Condition) -> Iterator[tuple[Aggregate, Family]]:
+        for s in self.generator.siblings(path, where):
+            yield s, Family("aggregate", path, s.func, s.column, (where.column, "="))
 
     def _relevance_z(self, r: float) -> float:
         """A relevance in units of the shadows' (how far above what chance alone gives), in [-3, 3]."""
-        if len(self.shadow_relevance) >= 2:
-            sr = np.asarray(self.shadow_relevance[-20:])
-            mean, sd = float(sr.mean()), max(float(sr.std(ddof=1)), 0.02)
-        else:
-            mean, sd = 0.0, 0.05
+        n = len(self.shadow_relevance)
+        if self._shadow_spread[0] != n:  # the shadows' mean and spread change only when a shadow comes
+            if n >= 2:
+                sr = np.asarray(self.shadow_relevance[-20:])
+                self._shadow_spread = (n, float(sr.mean()), max(float(sr.std(ddof=1)), 0.02))
+            else:
+                self._shadow_spread = (n, 0.0, 0.05)
+        _, mean, sd = self._shadow_spread
         return float(np.clip((np.nan_to_num(r) - mean) / sd, -3.0, 3.0))
 
     def _sent(self, c: Candidate) -> Candidate:
@@ -452,7 +509,7 @@ class ThompsonPolicy(Policy):
         k = len(self.shadow_gains) + 1
         defn = f"SHADOW{k}({base.definition})"
         return Candidate(definition=defn, name=feature_name(defn), family="shadow", facets=("kind=shadow",),
-                         values=v, shadow=True, relevance=relevance(v[self.labelled], self.y), nominal=base.nominal)
+                         values=v, shadow=True, relevance=self._score(v), nominal=base.nominal)
 
     def _scores(self) -> np.ndarray:
         """Every family's Thompson score: the mean of its facets' draws, plus the simplicity prior."""
@@ -511,7 +568,7 @@ class ThompsonPolicy(Policy):
                 yield Combination(op, a.feature, None if b is None else b.feature)
 
     def _score(self, values: np.ndarray) -> float:
-        return relevance(values[self.labelled], self.y)
+        return _relevance(values[self.labelled], self._y_classes)
 
     def _make(self, f: Feature, family: str, facets: tuple[str, ...]) -> Candidate | None:
         """Compute a member; None if it is constant on the labelled rows or repeats an earlier candidate."""
@@ -529,7 +586,7 @@ class ThompsonPolicy(Policy):
             return None
         self.hashes.add(digest)
         return Candidate(definition=defn, name=feature_name(defn), family=family, facets=facets, values=v,
-                         feature=f, relevance=relevance(lab, self.y), nominal=self.generator.is_nominal(f))
+                         feature=f, relevance=_relevance(lab, self._y_classes), nominal=self.generator.is_nominal(f))
 
     # ------------------------------------------------------------------ learning from feedback
 

@@ -112,3 +112,43 @@ def test_the_planted_rare_value_is_found_and_accepted_among_many_attributes():
         # the sixty noise attributes did not take the budget: the aggregates were tried
         attrs = [t for t in trials if t["definition"].startswith("customer.x")]
         assert len(attrs) < 20, len(attrs)
+
+
+def rare_rows(seed: int, n: int = 2000, n_values: int = 100, per: float = 10.0) -> Database:
+    """Customers -> orders of ``n_values`` equally frequent kinds: about a tenth of the customers have an order of
+    kind 'v042', and the label is whether its mean ``amount`` is above the median of theirs (5% flipped). The
+    presence of 'v042' goes with the label, so every aggregate over its rows relates to it (``COUNT``, ``MAX`` of
+    the noise columns ``fee`` and ``units``, ...); only the amount's tells the label within those rows."""
+    rng = np.random.default_rng(seed)
+    owner = np.repeat(np.arange(n), rng.poisson(per, n))
+    m = owner.size
+    kind = rng.integers(0, n_values, m)
+    amount = rng.gamma(2.0, 20.0, m)
+    sel = kind == 42
+    count = np.bincount(owner[sel], minlength=n)
+    mean = np.bincount(owner[sel], weights=amount[sel], minlength=n) / np.maximum(count, 1)
+    y = (count > 0) & (mean > np.median(mean[count > 0]))
+    y ^= rng.random(n) < 0.05
+    names = tuple(f"v{i:03d}" for i in range(n_values))
+    orders = Table("orders", m, {"amount": Column("amount", amount),
+                                 "kind": Column("kind", kind.astype(np.int32), names),
+                                 "fee": Column("fee", rng.gamma(1.0, 2.0, m)),
+                                 "units": Column("units", rng.integers(1, 10, m).astype(np.float64))},
+                   [Link("customer_id", "customer", owner.astype(np.int64))])
+    tables = {"customer": Table("customer", n, {"age": Column("age", rng.normal(40, 10, n))}), "orders": orders}
+    return Database(tables, "customer", "churn", np.arange(n).astype(str), y.astype(int).astype(str), None,
+                    "customer_id")
+
+
+def test_the_first_member_of_a_value_chosen_for_the_label_is_its_most_relevant_aggregate():
+    from streamforest.relational.policy import ThompsonPolicy
+
+    no_gain = {"oob_metric": "auc", "oob_before": 0.8, "oob_after": 0.8}
+    for seed in range(4):
+        db = rare_rows(seed)
+        assert Generator(db).levels(db.tables["orders"], "kind")[0] == "v042"
+        p = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=seed, shadow_every=0)
+        first = next(c for c in iter(p.propose, None) if p.observe(c, no_gain) and "= 'v042'" in c.definition)
+        # whichever family the draws reach first (a count, a fee's), the value's rows are aggregated by the column
+        # that carries the label within them: accepted first, the others then add nothing
+        assert "orders.amount WHERE orders.kind = 'v042'" in first.definition, (seed, first.definition)
