@@ -293,27 +293,43 @@ class TrackedProducer:
         is lost, in the I/O thread, before a batch of it can go out on a new connection. A broker that restarted
         may have forgotten the transaction (noida-db does, and aborts what it wrote before): records sent in it
         afterwards are never ended by a marker, and hide every later record of their partitions from committed
-        readers. The transaction is then aborted, and its partition restarted from its committed state."""
+        readers. The transaction is then aborted, and its partition restarted from its committed state.
+
+        Failing the transaction is not enough: the batches in flight on the lost connection are queued again for
+        a retry by the time the connection reports its loss (it fails its requests first), and kafka-python resends
+        them on the new connection, even while the transaction is aborted (it resends a retried batch until its
+        fate is known). So every batch not yet acknowledged is aborted as well, and this producer retries no batch
+        from then on: its next transaction is a new producer's (:meth:`Task._begin`)."""
         try:
             manager = self.producer._sender._client._manager
+            sender, accumulator = self.producer._sender, self.producer._accumulator
             tm = self.producer._transaction_manager
-            get_connection, conns = manager.get_connection, manager._conns
+            get_connection, conns, can_retry = manager.get_connection, manager._conns, sender._can_retry
         except AttributeError:
             log.warning("this kafka-python's producer internals are not those TrackedProducer watches: a "
                         "transaction open across a broker restart is not detected")
             return
         watched: dict[int, Any] = {}  # node -> its connection being watched
+        lost_mid_transaction: list[KafkaConnectionError] = []
 
         def lost(node_id: Any, _: Any) -> None:
             self.disconnects += 1
             with tm._lock:
                 # Committing too: the commit flushes the transaction's last batches before its EndTxn, and those
                 # would go out on the new connection.
-                if tm._current_state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
-                    log.warning("producer %s: connection to broker %s lost mid-transaction: the transaction is "
-                                "aborted", tm.transactional_id, node_id)
-                    tm.transition_to_abortable_error(KafkaConnectionError(
-                        f"connection to broker {node_id} lost mid-transaction"))
+                if tm._current_state not in (TransactionState.IN_TRANSACTION,
+                                             TransactionState.COMMITTING_TRANSACTION):
+                    return
+                log.warning("producer %s: connection to broker %s lost mid-transaction: the transaction is "
+                            "aborted", tm.transactional_id, node_id)
+                error = KafkaConnectionError(f"connection to broker {node_id} lost mid-transaction")
+                lost_mid_transaction.append(error)
+                tm.transition_to_abortable_error(error)
+            accumulator.abort_batches(error)
+
+        def retry_unless_lost(batch: Any, error_cls: Any) -> bool:
+            # A batch failing after the loss (its send failed at once, say) is not queued for a retry either.
+            return not lost_mid_transaction and can_retry(batch, error_cls)
 
         def watch(node_id: Any, conn: Any) -> Any:
             # Brokers only: the bootstrap connection is closed once the cluster's metadata is known.
@@ -328,6 +344,7 @@ class TrackedProducer:
         for node_id, conn in list(conns.items()):
             watch(node_id, conn)
         manager.get_connection = watching
+        sender._can_retry = retry_unless_lost
 
     def send(self, *args: Any, **kwargs: Any) -> Any:
         future = self.producer.send(*args, **kwargs)

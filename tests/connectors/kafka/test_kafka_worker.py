@@ -27,7 +27,7 @@ from kafka_harness import (
 
 from streamforest.connectors.kafka import Worker, clients
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
-from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
+from streamforest.connectors.kafka.testing import LocalBroker, wait_committed, wait_snapshots
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
 
@@ -299,6 +299,57 @@ def test_consumer_takes_the_group_timeouts(broker):
         assert (c.config["session_timeout_ms"], c.config["max_poll_interval_ms"]) == (7_000, 45_000)
     finally:
         c.close()
+
+
+def test_a_batch_in_flight_when_the_broker_dies_is_not_resent(tmp_path):
+    """A transaction's batch whose produce request is unanswered when the broker dies is not resent on the new
+    connection after the broker's restart: noida-db, having forgotten the transaction, would take it into a
+    transaction no marker ever ends, hiding every later record of the partition. kafka-python queues such a batch
+    again for a retry before the lost connection is reported (and resends it even while the transaction aborts):
+    the producer aborts it, so a read_committed reader sees the next producer's committed record."""
+    b = LocalBroker(tmp_path / "data")
+    b.start()
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        admin.create_topics([NewTopic("t", 1, 1)])
+        admin.close()
+        config = WorkerConfig(bootstrap_servers=b.bootstrap)
+        p = clients.TrackedProducer(clients.producer(config, "tx"))
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"before", partition=0).get(timeout=30)
+        time.sleep(3)  # noida-db writes to disk behind its answers: the topic and the record survive the SIGKILL
+        b.freeze()
+        in_flight = p.send("t", b"in flight", partition=0)
+        conns = p.producer._sender._client._manager._conns
+        deadline = time.monotonic() + 10
+        while not any(c.in_flight_requests for c in list(conns.values())):
+            assert time.monotonic() < deadline, "the produce request never went out"
+            time.sleep(0.05)
+        b.kill()
+        b.start()
+        with pytest.raises(KafkaError, match="lost mid-transaction"):
+            in_flight.get(timeout=30)
+        clients.bounded(p.abort_transaction, "abort", seconds=30)
+        p.close(timeout=10)
+        p = clients.TrackedProducer(clients.producer(config, "tx"))
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"after", partition=0).get(timeout=30)
+        p.commit_transaction()
+        p.close(timeout=10)
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+        tp = TopicPartition("t", 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            seen += [r.value for recs in c.poll(timeout_ms=300).values() for r in recs]
+        c.close()
+        assert seen == [b"after"]
+    finally:
+        b.stop()
 
 
 def test_a_producer_that_cannot_deliver_is_replaced(broker, reference):
