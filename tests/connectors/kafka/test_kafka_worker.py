@@ -321,11 +321,14 @@ def test_a_batch_in_flight_when_the_broker_dies_is_not_resent(tmp_path):
         time.sleep(3)  # noida-db writes to disk behind its answers: the topic and the record survive the SIGKILL
         b.freeze()
         in_flight = p.send("t", b"in flight", partition=0)
-        conns = p.producer._sender._client._manager._conns
-        deadline = time.monotonic() + 10
-        while not any(c.in_flight_requests for c in list(conns.values())):
-            assert time.monotonic() < deadline, "the produce request never went out"
+        # Its batch taken out of the accumulator for a connection: sent, or buffered by a connection not yet ready,
+        # unanswered either way (the connection fails both when it is lost).
+        accumulator = p.producer._accumulator
+        deadline = time.monotonic() + 30
+        while not any(batch.drained is not None for batch in accumulator._incomplete.all()):
+            assert time.monotonic() < deadline, "the batch never left the accumulator"
             time.sleep(0.05)
+        assert not in_flight.is_done
         b.kill()
         b.start()
         with pytest.raises(KafkaError, match="lost mid-transaction"):
