@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import orjson
 import pytest
@@ -299,6 +300,31 @@ def test_consumer_takes_the_group_timeouts(broker):
         assert (c.config["session_timeout_ms"], c.config["max_poll_interval_ms"]) == (7_000, 45_000)
     finally:
         c.close()
+
+
+def test_broker_restart_with_a_transaction_in_flight(broker, reference):
+    """The broker is stopped and started again while the worker is mid-run, its transactions open (a commit every
+    0.3 s, most of the input waiting): the transaction in flight is aborted and its partition restored and replayed,
+    so a read_committed reader sees every record exactly once and the uninterrupted run's final model."""
+    lines, (want, want_errors), want_streams = reference
+    prefix = f"restart-txn-{uuid.uuid4().hex[:8]}"  # its own topics in every run (``--count`` repeats it)
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
+                      "--state-interval", "0.2", "--instance-id", "w1")
+    # Every partition started: the worker is on its first messages, its transactions open.
+    w.wait_for("restored", count=4)
+    time.sleep(0.5)
+    broker.stop()
+    time.sleep(2)
+    broker.start()
+    assert w.wait() == 0, w.log()
+    got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want), w.log()
+    for key in want:
+        assert got[key] == want[key], f"{key}\n{w.log()}"  # each record once
+    assert len(got_errors) == len(want_errors), w.log()
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
+    assert any("mid-transaction" in line for line in w.lines), "no transaction was in flight\n" + w.log()
 
 
 def test_a_batch_in_flight_when_the_broker_dies_is_not_resent(tmp_path):
