@@ -269,6 +269,11 @@ def key_partition(key: bytes, partitions: list[int]) -> int:
     return partitions[_key_hash(key) % len(partitions)]
 
 
+#: The states of a transactional producer in which batches of an open transaction may be on their way.
+OPEN_TRANSACTION = (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION,
+                    TransactionState.ABORTABLE_ERROR, TransactionState.ABORTING_TRANSACTION)
+
+
 class TrackedProducer:
     """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered` (one per
     record sent with :meth:`send` or :meth:`send_records`, one per record batch filled by :meth:`send_block`), so
@@ -289,35 +294,57 @@ class TrackedProducer:
             self._watch_connections()
 
     def _watch_connections(self) -> None:
-        """Count every lost connection of the producer to a broker, and fail an open transaction the moment one
-        is lost, in the I/O thread, before a batch of it can go out on a new connection. A broker that restarted
-        may have forgotten the transaction (noida-db does, and aborts what it wrote before): records sent in it
-        afterwards are never ended by a marker, and hide every later record of their partitions from committed
-        readers. The transaction is then aborted, and its partition restarted from its committed state."""
+        """Count every lost connection of the producer to a broker or its transaction coordinator, and fail an open
+        transaction the moment one is lost, in the I/O thread, before a batch of it can go out on a new connection. A
+        broker that restarted may have forgotten the transaction (noida-db does, and aborts what it wrote before):
+        records sent in it afterwards are never ended by a marker, and hide every later record of their partitions
+        from committed readers. The transaction is then aborted, and its partition restarted from its committed
+        state.
+
+        Failing the transaction is not enough: the batches in flight on the lost connection are queued again for
+        a retry by the time the connection reports its loss (it fails its requests first), and kafka-python resends
+        them on the new connection, even while the transaction is aborted (it resends a retried batch until its
+        fate is known). So every batch not yet acknowledged is aborted as well, and this producer retries no batch
+        from then on: its next transaction is a new producer's (:meth:`PartitionTask._begin`)."""
         try:
             manager = self.producer._sender._client._manager
+            sender, accumulator = self.producer._sender, self.producer._accumulator
             tm = self.producer._transaction_manager
-            get_connection, conns = manager.get_connection, manager._conns
+            get_connection, conns, can_retry = manager.get_connection, manager._conns, sender._can_retry
+            is_bootstrap = manager.cluster.is_bootstrap
         except AttributeError:
             log.warning("this kafka-python's producer internals are not those TrackedProducer watches: a "
                         "transaction open across a broker restart is not detected")
             return
-        watched: dict[int, Any] = {}  # node -> its connection being watched
+        watched: dict[Any, Any] = {}  # node id -> its connection being watched
+        lost_mid_transaction: list[KafkaConnectionError] = []
 
         def lost(node_id: Any, _: Any) -> None:
             self.disconnects += 1
             with tm._lock:
+                state = tm._current_state
+                if state not in OPEN_TRANSACTION:
+                    return
+                error = KafkaConnectionError(f"connection to broker {node_id} lost mid-transaction")
+                lost_mid_transaction.append(error)
                 # Committing too: the commit flushes the transaction's last batches before its EndTxn, and those
-                # would go out on the new connection.
-                if tm._current_state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
+                # would go out on the new connection. A transaction already failing or aborting keeps its state.
+                if state in (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING_TRANSACTION):
                     log.warning("producer %s: connection to broker %s lost mid-transaction: the transaction is "
                                 "aborted", tm.transactional_id, node_id)
-                    tm.transition_to_abortable_error(KafkaConnectionError(
-                        f"connection to broker {node_id} lost mid-transaction"))
+                    tm.transition_to_abortable_error(error)
+            accumulator.abort_batches(error)
+
+        def retry_unless_lost(batch: Any, error_cls: Any) -> bool:
+            # A batch failing after the loss (its send failed at once, say) is not queued for a retry either.
+            return not lost_mid_transaction and can_retry(batch, error_cls)
 
         def watch(node_id: Any, conn: Any) -> Any:
-            # Brokers only: the bootstrap connection is closed once the cluster's metadata is known.
-            if isinstance(node_id, int) and watched.get(node_id) is not conn:
+            # Brokers and transaction coordinators (kafka-python's own connection, ``coordinator-<id>``): a
+            # transaction's partitions may be added before the restart and its first batch, on a broker connection
+            # opened afterwards, sent after it. Not the bootstrap connection: it is closed once the cluster's
+            # metadata is known.
+            if not is_bootstrap(node_id) and watched.get(node_id) is not conn:
                 watched[node_id] = conn
                 conn.close_future.add_both(functools.partial(lost, node_id))
             return conn
@@ -328,6 +355,7 @@ class TrackedProducer:
         for node_id, conn in list(conns.items()):
             watch(node_id, conn)
         manager.get_connection = watching
+        sender._can_retry = retry_unless_lost
 
     def send(self, *args: Any, **kwargs: Any) -> Any:
         future = self.producer.send(*args, **kwargs)

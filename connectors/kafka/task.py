@@ -81,6 +81,15 @@ class PartitionTask:
             reader.close()
         committed = consumer.committed(self.tp)
         published = self.changelog.published
+        if committed is not None and (published is not None or manifest is None) and (
+                published is None or published < committed):
+            # Every commit writes the position in the transaction that moves the group's offset: an offset beyond
+            # it was committed without that transaction's records. noida-db does that when it stops during a
+            # commit: the offsets stay, the records are aborted when it starts again. Those outputs are published
+            # again. (A changelog with a snapshot but no position at all predates position records: trusted.)
+            log.warning("partition %d: the group's committed offset %d is beyond the outputs the changelog shows "
+                        "published (%s): republishing from there", self.partition, committed, published)
+            committed = published
         if published is not None and (committed is None or published > committed):
             if committed is not None:
                 log.warning("partition %d: the changelog shows outputs published up to offset %d, the group's "

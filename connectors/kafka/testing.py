@@ -66,6 +66,19 @@ class LocalBroker:
         _stop_group(self.proc)
         self.proc = None
 
+    def freeze(self) -> None:
+        """SIGSTOP to the broker's process group: it takes no request from then on and answers none, until
+        :meth:`kill` (what a broker that dies with requests in flight does to its clients)."""
+        assert self.proc is not None, "the broker is not running"
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def kill(self) -> None:
+        """SIGKILL to the broker's process group (frozen or not), and wait until none of it is left."""
+        assert self.proc is not None, "the broker is not running"
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        _stop_group(self.proc)
+        self.proc = None
+
 
 def _wait_ready(proc: subprocess.Popen, bootstrap: str, name: str, log: str, timeout: float) -> None:
     """Return once the broker answers a metadata request; RuntimeError when it exits or stays silent."""

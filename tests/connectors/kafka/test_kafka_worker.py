@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import orjson
 import pytest
@@ -27,7 +28,7 @@ from kafka_harness import (
 
 from streamforest.connectors.kafka import Worker, clients
 from streamforest.connectors.kafka.config import DEAD_LETTER_CAP, Topics, WorkerConfig
-from streamforest.connectors.kafka.testing import wait_committed, wait_snapshots
+from streamforest.connectors.kafka.testing import LocalBroker, wait_committed, wait_snapshots
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
 
@@ -299,6 +300,85 @@ def test_consumer_takes_the_group_timeouts(broker):
         assert (c.config["session_timeout_ms"], c.config["max_poll_interval_ms"]) == (7_000, 45_000)
     finally:
         c.close()
+
+
+def test_broker_restart_with_a_transaction_in_flight(broker, reference):
+    """The broker is stopped and started again while the worker is mid-run, its transactions open (a commit every
+    0.3 s, most of the input waiting): the transaction in flight is aborted and its partition restored and replayed,
+    so a read_committed reader sees every record exactly once and the uninterrupted run's final model."""
+    lines, (want, want_errors), want_streams = reference
+    prefix = f"restart-txn-{uuid.uuid4().hex[:8]}"  # its own topics in every run (``--count`` repeats it)
+    produce(broker.bootstrap, create_topics(broker.bootstrap, prefix), lines)
+    w = WorkerProcess(broker.bootstrap, prefix, "--exit-when-idle", "10", "--commit-interval", "0.3",
+                      "--state-interval", "0.2", "--instance-id", "w1")
+    # Every partition started: the worker is on its first messages, its transactions open.
+    w.wait_for("restored", count=4)
+    time.sleep(0.5)
+    broker.stop()
+    time.sleep(2)
+    broker.start()
+    assert w.wait() == 0, w.log()
+    got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
+    assert sorted(got) == sorted(want), w.log()
+    for key in want:
+        assert got[key] == want[key], f"{key}\n{w.log()}"  # each record once
+    assert len(got_errors) == len(want_errors), w.log()
+    assert_same_model(final_streams(broker.bootstrap, prefix), want_streams)
+    assert any("mid-transaction" in line for line in w.lines), "no transaction was in flight\n" + w.log()
+
+
+def test_a_batch_in_flight_when_the_broker_dies_is_not_resent(tmp_path):
+    """A transaction's batch whose produce request is unanswered when the broker dies is not resent on the new
+    connection after the broker's restart: noida-db, having forgotten the transaction, would take it into a
+    transaction no marker ever ends, hiding every later record of the partition. kafka-python queues such a batch
+    again for a retry before the lost connection is reported (and resends it even while the transaction aborts):
+    the producer aborts it, so a read_committed reader sees the next producer's committed record."""
+    b = LocalBroker(tmp_path / "data")
+    b.start()
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        admin.create_topics([NewTopic("t", 1, 1)])
+        admin.close()
+        config = WorkerConfig(bootstrap_servers=b.bootstrap)
+        p = clients.TrackedProducer(clients.producer(config, "tx"))
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"before", partition=0).get(timeout=30)
+        time.sleep(3)  # noida-db writes to disk behind its answers: the topic and the record survive the SIGKILL
+        b.freeze()
+        in_flight = p.send("t", b"in flight", partition=0)
+        # Its batch taken out of the accumulator for a connection: sent, or buffered by a connection not yet ready,
+        # unanswered either way (the connection fails both when it is lost).
+        accumulator = p.producer._accumulator
+        deadline = time.monotonic() + 30
+        while not any(batch.drained is not None for batch in accumulator._incomplete.all()):
+            assert time.monotonic() < deadline, "the batch never left the accumulator"
+            time.sleep(0.05)
+        assert not in_flight.is_done
+        b.kill()
+        b.start()
+        with pytest.raises(KafkaError, match="lost mid-transaction"):
+            in_flight.get(timeout=30)
+        clients.bounded(p.abort_transaction, "abort", seconds=30)
+        p.close(timeout=10)
+        p = clients.TrackedProducer(clients.producer(config, "tx"))
+        p.init_transactions()
+        p.begin_transaction()
+        p.send("t", b"after", partition=0).get(timeout=30)
+        p.commit_transaction()
+        p.close(timeout=10)
+        c = KafkaConsumer(bootstrap_servers=b.bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+        tp = TopicPartition("t", 0)
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not seen and time.monotonic() < deadline:
+            seen += [r.value for recs in c.poll(timeout_ms=300).values() for r in recs]
+        c.close()
+        assert seen == [b"after"]
+    finally:
+        b.stop()
 
 
 def test_a_producer_that_cannot_deliver_is_replaced(broker, reference):
