@@ -1,12 +1,13 @@
 """noida-db and a transaction open across its restart: a minimal reproduction, no worker involved.
 
-A transactional producer commits one record, opens a transaction and writes a second, then the broker is stopped
-and started again (the data directory kept). The producer goes on in the same transaction, writes a third record
-and commits: the broker answers the commit with success. A read_committed reader then never sees the third record,
-and a later transaction of a new producer with the same transactional id, committed as well, stays invisible
-too: the partition's last stable offset stays at the third record, whose transaction the broker no longer knows
-and never ends. A second restart ends it (the broker aborts the transactions it finds open when it starts), and
-the later commit appears. ``python -m scenarios.kafka_txn_restart`` prints what the reader sees at each step.
+A transactional producer commits one record, opens a transaction and writes a second, then the broker's Kafka
+service is stopped and started again (``LocalBroker.restart``, the data directory kept). The producer goes on in the
+same transaction, writes a third record and commits: the broker answers the commit with success. A read_committed
+reader then never sees the third record, and a later transaction of a new producer with the same transactional id,
+committed as well, stays invisible too: the partition's last stable offset stays at the third record, whose
+transaction the broker no longer knows and never ends. A second restart ends it (the broker aborts the transactions
+it finds open when it starts), and the later commit appears.
+``python -m scenarios.kafka_txn_restart`` prints what the reader sees at each step.
 """
 
 from __future__ import annotations
@@ -64,8 +65,7 @@ def main() -> None:
             p = producer(bs)
             transaction(p, b"committed before the restart")
             transaction(p, b"open across the restart", commit=False)
-            broker.stop()
-            broker.start()
+            broker.restart(down=0)
             p.send("t", b"written after the restart, committed").get(timeout=30)
             p.commit_transaction()
             print("the commit after the restart succeeded; read_committed sees", committed(bs))
@@ -74,8 +74,7 @@ def main() -> None:
             transaction(p, b"a new producer's transaction, committed")
             p.close()
             print("after a new producer's commit, read_committed sees", committed(bs))
-            broker.stop()
-            broker.start()
+            broker.restart(down=0)
             print("after a second restart, read_committed sees", committed(bs))
         finally:
             broker.stop()

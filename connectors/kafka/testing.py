@@ -66,6 +66,20 @@ class LocalBroker:
         _stop_group(self.proc)
         self.proc = None
 
+    def restart(self, down: float = 2.0, timeout: float = 60.0) -> None:
+        """Stop the Kafka service of the running server and start it again ``down`` seconds later, with noida-db's
+        own ``stop kafka`` and ``start kafka``: clients lose their connections, are refused meanwhile, and find a
+        service that has forgotten their open transactions, as after a restart of the process. :meth:`stop` (a
+        SIGTERM) is no clean stop: noida-db goes on acknowledging writes while it saves its data, and loses them
+        (docs/kafka.md), which no client can defend against."""
+        assert self.proc is not None, "the broker is not running"
+        for command in ("stop", "start"):
+            subprocess.run([_noida(), command, "kafka", "--data-dir", str(self.data_dir)], check=True,
+                           capture_output=True, timeout=timeout)
+            if command == "stop":
+                time.sleep(down)
+        _wait_ready(self.proc, self.bootstrap, "noida-db", str(self.data_dir.parent / "broker.log"), timeout)
+
     def freeze(self) -> None:
         """SIGSTOP to the broker's process group: it takes no request from then on and answers none, until
         :meth:`kill` (what a broker that dies with requests in flight does to its clients)."""

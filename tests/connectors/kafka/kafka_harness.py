@@ -183,7 +183,11 @@ class WorkerProcess:
         return rc
 
     def log(self) -> str:
-        return "\n".join(self.lines[-80:])
+        """Every line the worker itself logged, and the client library's last 40 (a broker restart makes it log
+        hundreds of connection errors, which would push the worker's own account of a failure out of view)."""
+        lines = list(self.lines)
+        tail = len(lines) - 40
+        return "\n".join(line for i, line in enumerate(lines) if i >= tail or "streamforest" in line)
 
 
 def wait_all(workers: list[WorkerProcess], timeout: float = 240.0) -> None:

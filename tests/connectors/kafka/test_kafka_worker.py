@@ -267,7 +267,7 @@ def test_broker_restart_mid_run(broker, reference):
     with transactions in flight); the worker reconnects, rejoins, and the second half of the input gives the
     uninterrupted run's records."""
     lines, (want, _), want_streams = reference
-    prefix = "restart"
+    prefix = f"restart-{uuid.uuid4().hex[:8]}"  # its own topics in every run (``--count`` repeats it)
     half = len(lines) // 2
     topic = create_topics(broker.bootstrap, prefix)
     produce(broker.bootstrap, topic, lines[:half])
@@ -281,9 +281,7 @@ def test_broker_restart_mid_run(broker, reference):
     wait_committed(broker.bootstrap, prefix, topic, timeout=180, check=alive)
     wait_snapshots(WorkerConfig(bootstrap_servers=broker.bootstrap, topics=Topics(topic, prefix)), timeout=180,
                    check=alive)
-    broker.stop()
-    time.sleep(2)
-    broker.start()
+    broker.restart(down=2)
     produce(broker.bootstrap, topic, lines[half:])
     assert w.wait() == 0, w.log()
     got, _ = outputs_by_stream(broker.bootstrap, prefix)
@@ -314,9 +312,7 @@ def test_broker_restart_with_a_transaction_in_flight(broker, reference):
     # Every partition started: the worker is on its first messages, its transactions open.
     w.wait_for("restored", count=4)
     time.sleep(0.5)
-    broker.stop()
-    time.sleep(2)
-    broker.start()
+    broker.restart(down=2)
     assert w.wait() == 0, w.log()
     got, got_errors = outputs_by_stream(broker.bootstrap, prefix)
     assert sorted(got) == sorted(want), w.log()
