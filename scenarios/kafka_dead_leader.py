@@ -1,5 +1,5 @@
 """A consumer group whose leader dies: both test brokers elect the dead member again and the group never forms.
-A minimal reproduction with kafka-python consumers (the worker's settings), no worker.
+A minimal reproduction with kafka-python consumers (the worker's settings, eager rebalancing), no worker.
 
 Two members ``a`` and ``b`` share a 4-partition topic; the leader is stopped without a LeaveGroup (what a SIGKILL
 leaves behind) and started again (a new member). Every JoinGroup answer then names the dead member as the leader,
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.structs import MemberState
 
 from streamforest.connectors.kafka import clients
@@ -94,7 +95,11 @@ def main() -> None:
             admin.create_topics([NewTopic(TOPIC, 4, 1)])
 
             def member(name: str):
-                c = clients.consumer(_config(bs, name if static else None))
+                # Eager rebalancing: with the worker's cooperative protocol, kafka-python's plain consumers can leave
+                # the partitions the leader revoked in nobody's hands (no follow-up rebalance comes), a fault of its
+                # own that the worker's stall check handles and this reproduction would stop at.
+                c = clients.consumer(_config(bs, name if static else None),
+                                     partition_assignment_strategy=[RangePartitionAssignor])
                 c.subscribe([TOPIC])
                 return c
 

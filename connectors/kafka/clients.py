@@ -15,6 +15,7 @@ import numpy as np
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove, NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
 from kafka.partitioner.default import murmur2
 from kafka.producer.transaction_manager import TransactionState
@@ -504,8 +505,9 @@ def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, l
     new generation and joins it; the empty assignments are never used by a member that has joined since. A
     coordinator that refuses the JoinGroup or answers it with another leader gets the LeaveGroup at once. When
     the SyncGroup is refused (a member joined in between), the member stays silent for the session timeout
-    before its LeaveGroup: Tansu expires a silent leader, and clears it with the expiry. Returns what happened,
-    for the log.
+    before its LeaveGroup: Tansu expires a silent leader, and clears it with the expiry. The JoinGroup offers the
+    workers' protocol (cooperative-sticky) and kafka-python's default (range): a coordinator refuses a member that
+    shares none with the group. Returns what happened, for the log.
     """
     async def join_as_leader() -> tuple[Any, Any]:
         node = await client._find_coordinator_id(group_id)
@@ -513,7 +515,7 @@ def clear_departed_leader(client: KafkaAdminClient, group_id: str, topic: str, l
         joined = await client._manager.send(JoinGroupRequest(
             group_id=group_id, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=session_timeout_ms,
             member_id=leader, group_instance_id=None, protocol_type="consumer",
-            protocols=[(CooperativeStickyAssignor.name, CooperativeStickyAssignor().metadata({topic}))],
+            protocols=[(a.name, a().metadata({topic})) for a in (CooperativeStickyAssignor, RangePartitionAssignor)],
             max_version=7), node_id=node, request_timeout_ms=timeout_ms)
         if joined.error_code != 0 or joined.leader != leader:
             return joined, None
