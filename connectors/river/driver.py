@@ -66,6 +66,7 @@ from streamforest.inputs import is_int
 from streamforest.rng import derive_seed
 from streamforest.threads import single_thread
 
+from .rise import rise_point
 from .window import SampleWindow
 
 try:  # the detectors are River's: the estimators need River anyway, the driver alone does not
@@ -103,6 +104,10 @@ BASELINE_ERRORS = 1000
 TEMPER_Z = 3.0
 #: The tempering never reaches the point where every class is equally likely (the argmax never changes).
 TEMPER_CAP = 0.9
+RISE_LLR = 9.0
+RISE_MIN = 8
+TRANSITION_RISE_LLR = math.inf
+
 FOREST_PARAMS = ("trees_per_generation", "max_features", "split_features", "max_depth", "min_samples_leaf",
                  "max_generations", "prune_threshold")
 
@@ -325,7 +330,17 @@ class ForestDriver:
         keep = self._feed(self._detector, self._errors, self.forest, self._forest_keys, order, y)
         if not self.regression:
             self._note_errors(self._errors[order])
+            if not keep and np.any(self._errors[order] > 0):  # a rise shows with new errors
+                keep = self._rise(self._errors)
         return keep
+
+    def _rise(self, errors: np.ndarray, threshold: float | None = None) -> int:
+        threshold = RISE_LLR if threshold is None else threshold
+        if not math.isfinite(threshold):
+            return 0
+        w = self.window
+        llr, after = rise_point(errors, (w.n_seen - len(w)) % w.size, len(w), RISE_MIN, DRIFT_BATCH)
+        return after if llr > threshold else 0
 
     def _note_errors(self, errors: np.ndarray) -> None:
         """Add the forest's latest errors (0/1) to the history and set how much its probabilities are tempered.
@@ -385,6 +400,8 @@ class ForestDriver:
             self._old = self._old_detector = None
             return 0
         keep = self._feed(self._old_detector, self._old_errors, old, keys, order, y)
+        if not keep and not self.regression and math.isfinite(TRANSITION_RISE_LLR):
+            keep = self._rise(self._old_errors, TRANSITION_RISE_LLR)
         if keep:
             self._transition_end = self.window.n_seen + self._transition_span
         return keep

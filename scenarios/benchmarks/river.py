@@ -190,21 +190,23 @@ def recovery(right: np.ndarray, change: int, target: float, span: int = RECOVERY
     return int(ok[0]) if ok.size else None
 
 
-def recovery_changes(quick: bool) -> list[tuple[str, int, int, int]]:
-    """(kind, position, width, seed) of every stream of the recovery table (``quick``: the first seed's, at 2,000)."""
-    changes = RECOVERY_CHANGES[:1] if quick else RECOVERY_CHANGES
+def recovery_changes(quick: bool, changes: tuple = RECOVERY_CHANGES) -> list[tuple[str, int, int, int]]:
+    """(kind, position, width, seed) of every stream of the recovery table (``quick``: the first seed's, at 2,000);
+    ``changes`` as :data:`RECOVERY_CHANGES`."""
+    changes = changes[:1] if quick else changes
     return [(kind, position, width, seed) for seed, positions, widths in changes
             for kind, position, width in itertools.product(RECOVERY_KINDS, (2000,) if quick else positions, widths)]
 
 
-def recovery_table(quick: bool) -> list[dict]:
-    """Both models on every stream of the recovery table, printed as they come."""
+def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES, untuned_seeds: tuple = UNTUNED_SEEDS) -> list[dict]:
+    """Both models on every stream of the recovery table, printed as they come (``changes`` as
+    :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart)."""
     rows = []
     print(f"\nrecovery after a change ({RECOVERY_N:,} samples; samples from the change to 95% of the settled accuracy "
           f"over {RECOVERY_SPAN})")
     print(f"{'stream':<26} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'recovery ours':>13} "
           f"{'ARF':>6} {'ratio':>6} {'drifts':>6}")
-    for kind, position, width, seed in recovery_changes(quick):
+    for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
         ours = ForestClassifier(seed=1)
         auc_ours, acc_ours, right_ours = progressive(ours, samples)
@@ -222,7 +224,7 @@ def recovery_table(quick: bool) -> list[dict]:
               f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {ours.n_drifts_detected:>6}", flush=True)
     seeds = sorted({r["seed"] for r in rows})
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
-    untuned = [r for r in rows if r["seed"] in UNTUNED_SEEDS or r["kind"] in UNTUNED_KINDS]
+    untuned = [r for r in rows if r["seed"] in untuned_seeds or r["kind"] in UNTUNED_KINDS]
     groups = [*((f"seed {seed}", [r for r in rows if r["seed"] == seed]) for seed in seeds),
               *((f"{kind}", [r for r in rows if r["kind"] == kind]) for kind in kinds),
               ("not tuned on", untuned), ("all", rows)]
@@ -243,6 +245,14 @@ def recovery_summary(rows: list[dict]) -> str:
     faster = sum((r["recovery_ours"] if r["recovery_ours"] is not None else never)
                  <= (r["recovery_arf"] if r["recovery_arf"] is not None else never) for r in rows)
     return "; ".join(parts) + f"; recovery as fast as ARF or faster on {faster} of {len(rows)}"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """A comma-separated list of integers (an option's value)."""
+    try:
+        return tuple(int(v) for v in text.split(",") if v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _samples(n: int | None) -> str:
@@ -295,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river.json"))
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--no-recovery", action="store_true", help="skip the table of recoveries after a change")
+    ap.add_argument("--recovery-seeds", type=_ints,
+                    help="comma-separated seeds: the recovery table on these instead of its own (none tuned on), "
+                         "every combination with --recovery-positions and --recovery-widths")
+    ap.add_argument("--recovery-positions", type=_ints, default=(1400, 2600),
+                    help="positions of the change with --recovery-seeds (default 1400,2600)")
+    ap.add_argument("--recovery-widths", type=_ints, default=(1, 50, 200),
+                    help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
     args = ap.parse_args(argv)
 
     table = load_datasets(args.quick)
@@ -353,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
             encoders.append(row)
             print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
-    recoveries = [] if args.no_recovery else recovery_table(args.quick)
+    if args.recovery_seeds:
+        changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
+        recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, args.recovery_seeds)
+    else:
+        recoveries = [] if args.no_recovery else recovery_table(args.quick)
 
     import river
 
