@@ -115,7 +115,8 @@ TEMPER_CAP = 0.9
 RISE_LLR = 9.0
 #: The scan's splits leave at least this many scored errors on each side.
 RISE_MIN = 8
-#: The same scan on the old concept's errors through a transition: more sensitive, as :data:`TRANSITION_DELTA`.
+#: The same scan on the old concept's errors through a transition (once the window holds ``grace_period`` samples):
+#: more sensitive, as :data:`TRANSITION_DELTA` is.
 TRANSITION_RISE_LLR = 5.0
 
 FOREST_PARAMS = ("trees_per_generation", "max_features", "split_features", "max_depth", "min_samples_leaf",
@@ -415,7 +416,9 @@ class ForestDriver:
             self._old = self._old_detector = None
             return 0
         keep = self._feed(self._old_detector, self._old_errors, old, keys, order, y)
-        if not keep and not self.regression:
+        # The scan waits for grace_period samples: on the few kept after an abrupt change it would cut at noise,
+        # and the forest would restart on fewer samples still.
+        if not keep and not self.regression and len(self.window) >= self.params["grace_period"]:
             keep = self._rise(self._old_errors, TRANSITION_RISE_LLR)
         if keep:
             self._transition_end = self.window.n_seen + self._transition_span
