@@ -23,8 +23,9 @@ Then the recovery after a change of concept, on streams other than those above (
 STAGGER rule 0 -> 2, SEA variant 0 -> 3, Agrawal function 0 -> 2 and Agrawal function 4 -> 7; with seed 11, the
 change at sample 1,000, 2,000 or 3,000, abrupt (the first concept, then the second) or over ``ConceptDriftStream``'s
 transition of width 100; with seed 23, at 1,500 or 2,500, abrupt or over 50 or 250 samples; with seeds 41 and 57, at
-1,200 or 2,800, abrupt or over 100 or 250 samples (96 changes). The adapter's drift handling was tuned on seed 11's
-and seed 23's first three kinds only; seeds 41 and 57 and Agrawal 4 -> 7 are there to judge it. Per stream,
+1,200 or 2,800, abrupt or over 100 or 250 samples (96 changes). The adapter's detector, transitions and tempering were
+tuned on seed 11's and seed 23's first three kinds only (seeds 41 and 57 and Agrawal 4 -> 7 judged them); the
+thresholds of its rise scan were chosen on all 96, and ``--recovery-seeds`` judges them on others. Per stream,
 one run each, both models predict then learn every sample (progressive validation, as above); the *recovery* is the
 number of samples from the change to the first sample from which the next :data:`RECOVERY_SPAN` predictions reach
 95% of the settled post-change accuracy (the better of the two models' accuracies on the last 1,000 samples;
@@ -150,8 +151,8 @@ RECOVERY_KINDS: dict[str, Callable[[int], tuple[Iterable[Sample], Iterable[Sampl
 RECOVERY_N = 4000
 #: The changes of the recovery table: (seed, positions, widths), every combination of them with every kind. Width 1
 #: is abrupt; more is the width of ``ConceptDriftStream``'s transition. Seed 11 is not the seed of the streams above.
-#: The adapter's drift handling was tuned on seeds 11 and 23 (all kinds but ``agrawal47``); the rest is in
-#: :data:`UNTUNED`.
+#: The adapter's detector, transitions and tempering were tuned on seeds 11 and 23 (all kinds but ``agrawal47``);
+#: the rest is in :data:`UNTUNED_SEEDS` and :data:`UNTUNED_KINDS` (the rise scan's thresholds were chosen on all).
 RECOVERY_CHANGES = ((11, (1000, 2000, 3000), (1, 100)), (23, (1500, 2500), (1, 50, 250)),
                     (41, (1200, 2800), (1, 100, 250)), (57, (1200, 2800), (1, 100, 250)))
 #: The streams of the recovery table the drift handling was not tuned on: these seeds, and this kind at every seed.
