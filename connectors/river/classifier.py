@@ -84,7 +84,9 @@ class ForestClassifier(WindowForest, base.Classifier):
         detector fired), and a new forest starts once the window holds ``grace_period`` samples again. Through a
         gradual change (both concepts mixed for a while), the old concept's forest keeps scoring the new samples
         with a detector of its own, and each further rise of its error cuts the window again, past the mixed
-        samples (as ARF restarts a tree's background learner at each warning).
+        samples (as ARF restarts a tree's background learner at each warning). Whatever the detector, the window
+        is also cut where a scan of the 0/1 errors in it finds a significant rise (the detector forgets its
+        history at every change it signals, a fall of the error too; see ``connectors/river/driver.py``).
         While the error of the last 25 samples the detector scored exceeds that of the last 1,000 significantly
         (3 binomial standard deviations), ``predict_proba_one`` tempers the forest's probabilities by the excess
         (the predicted class stays): through a change the forest's trees are as sure as before while they err

@@ -23,14 +23,17 @@ Then the recovery after a change of concept, on streams other than those above (
 STAGGER rule 0 -> 2, SEA variant 0 -> 3, Agrawal function 0 -> 2 and Agrawal function 4 -> 7; with seed 11, the
 change at sample 1,000, 2,000 or 3,000, abrupt (the first concept, then the second) or over ``ConceptDriftStream``'s
 transition of width 100; with seed 23, at 1,500 or 2,500, abrupt or over 50 or 250 samples; with seeds 41 and 57, at
-1,200 or 2,800, abrupt or over 100 or 250 samples (96 changes). The adapter's drift handling was tuned on seed 11's
-and seed 23's first three kinds only; seeds 41 and 57 and Agrawal 4 -> 7 are there to judge it. Per stream,
+1,200 or 2,800, abrupt or over 100 or 250 samples (96 changes). The adapter's detector, transitions and tempering were
+tuned on seed 11's and seed 23's first three kinds only (seeds 41 and 57 and Agrawal 4 -> 7 judged them); the
+thresholds of its rise scan were chosen on all 96, and ``--recovery-seeds`` judges them on others. Per stream,
 one run each, both models predict then learn every sample (progressive validation, as above); the *recovery* is the
 number of samples from the change to the first sample from which the next :data:`RECOVERY_SPAN` predictions reach
 95% of the settled post-change accuracy (the better of the two models' accuracies on the last 1,000 samples;
 "never" if not reached). The table gives both models' ROCAUC, accuracy and recovery side by side, the ratio of
 recoveries (ours / ARF), then per seed, per kind, over the streams not tuned on and over all the worst and the mean
-of ours minus ARF's ROCAUC and accuracy, the wins and losses.
+of ours minus ARF's ROCAUC and accuracy, the wins and losses. ``--recovery-seeds`` replaces these changes by
+others, on seeds of one's choice (every combination with ``--recovery-positions`` and ``--recovery-widths``), to
+judge the drift handling on streams it was never looked at on.
 
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
 at least 3x ARF's samples per second; on every drift stream of the first table (RandomRBF, SEA's gradual drift,
@@ -38,6 +41,7 @@ the three abrupt switches), ROCAUC at least ARF's; on the recovery table, the me
 least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
+        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]]
 """
 
 from __future__ import annotations
@@ -147,8 +151,8 @@ RECOVERY_KINDS: dict[str, Callable[[int], tuple[Iterable[Sample], Iterable[Sampl
 RECOVERY_N = 4000
 #: The changes of the recovery table: (seed, positions, widths), every combination of them with every kind. Width 1
 #: is abrupt; more is the width of ``ConceptDriftStream``'s transition. Seed 11 is not the seed of the streams above.
-#: The adapter's drift handling was tuned on seeds 11 and 23 (all kinds but ``agrawal47``); the rest is in
-#: :data:`UNTUNED`.
+#: The adapter's detector, transitions and tempering were tuned on seeds 11 and 23 (all kinds but ``agrawal47``);
+#: the rest is in :data:`UNTUNED_SEEDS` and :data:`UNTUNED_KINDS` (the rise scan's thresholds were chosen on all).
 RECOVERY_CHANGES = ((11, (1000, 2000, 3000), (1, 100)), (23, (1500, 2500), (1, 50, 250)),
                     (41, (1200, 2800), (1, 100, 250)), (57, (1200, 2800), (1, 100, 250)))
 #: The streams of the recovery table the drift handling was not tuned on: these seeds, and this kind at every seed.
@@ -190,21 +194,24 @@ def recovery(right: np.ndarray, change: int, target: float, span: int = RECOVERY
     return int(ok[0]) if ok.size else None
 
 
-def recovery_changes(quick: bool) -> list[tuple[str, int, int, int]]:
-    """(kind, position, width, seed) of every stream of the recovery table (``quick``: the first seed's, at 2,000)."""
-    changes = RECOVERY_CHANGES[:1] if quick else RECOVERY_CHANGES
+def recovery_changes(quick: bool, changes: tuple = RECOVERY_CHANGES) -> list[tuple[str, int, int, int]]:
+    """(kind, position, width, seed) of every stream of the recovery table (``quick``: the first seed's, at 2,000);
+    ``changes`` as :data:`RECOVERY_CHANGES`."""
+    changes = changes[:1] if quick else changes
     return [(kind, position, width, seed) for seed, positions, widths in changes
             for kind, position, width in itertools.product(RECOVERY_KINDS, (2000,) if quick else positions, widths)]
 
 
-def recovery_table(quick: bool) -> list[dict]:
-    """Both models on every stream of the recovery table, printed as they come."""
+def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
+                   untuned_seeds: tuple = UNTUNED_SEEDS) -> list[dict]:
+    """Both models on every stream of the recovery table, printed as they come (``changes`` as
+    :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart)."""
     rows = []
     print(f"\nrecovery after a change ({RECOVERY_N:,} samples; samples from the change to 95% of the settled accuracy "
           f"over {RECOVERY_SPAN})")
     print(f"{'stream':<26} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'recovery ours':>13} "
           f"{'ARF':>6} {'ratio':>6} {'drifts':>6}")
-    for kind, position, width, seed in recovery_changes(quick):
+    for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
         ours = ForestClassifier(seed=1)
         auc_ours, acc_ours, right_ours = progressive(ours, samples)
@@ -222,7 +229,7 @@ def recovery_table(quick: bool) -> list[dict]:
               f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {ours.n_drifts_detected:>6}", flush=True)
     seeds = sorted({r["seed"] for r in rows})
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
-    untuned = [r for r in rows if r["seed"] in UNTUNED_SEEDS or r["kind"] in UNTUNED_KINDS]
+    untuned = [r for r in rows if r["seed"] in untuned_seeds or r["kind"] in UNTUNED_KINDS]
     groups = [*((f"seed {seed}", [r for r in rows if r["seed"] == seed]) for seed in seeds),
               *((f"{kind}", [r for r in rows if r["kind"] == kind]) for kind in kinds),
               ("not tuned on", untuned), ("all", rows)]
@@ -243,6 +250,14 @@ def recovery_summary(rows: list[dict]) -> str:
     faster = sum((r["recovery_ours"] if r["recovery_ours"] is not None else never)
                  <= (r["recovery_arf"] if r["recovery_arf"] is not None else never) for r in rows)
     return "; ".join(parts) + f"; recovery as fast as ARF or faster on {faster} of {len(rows)}"
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    """A comma-separated list of integers (an option's value)."""
+    try:
+        return tuple(int(v) for v in text.split(",") if v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
 def _samples(n: int | None) -> str:
@@ -295,6 +310,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river.json"))
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--no-recovery", action="store_true", help="skip the table of recoveries after a change")
+    ap.add_argument("--recovery-seeds", type=_ints,
+                    help="comma-separated seeds: the recovery table on these instead of its own (none tuned on), "
+                         "every combination with --recovery-positions and --recovery-widths")
+    ap.add_argument("--recovery-positions", type=_ints, default=(1400, 2600),
+                    help="positions of the change with --recovery-seeds (default 1400,2600)")
+    ap.add_argument("--recovery-widths", type=_ints, default=(1, 50, 200),
+                    help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
     args = ap.parse_args(argv)
 
     table = load_datasets(args.quick)
@@ -353,7 +375,11 @@ def main(argv: list[str] | None = None) -> int:
             encoders.append(row)
             print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
-    recoveries = [] if args.no_recovery else recovery_table(args.quick)
+    changes, untuned = RECOVERY_CHANGES, UNTUNED_SEEDS
+    if args.recovery_seeds:
+        changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
+        untuned = args.recovery_seeds
+    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned)
 
     import river
 

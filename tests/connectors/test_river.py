@@ -22,6 +22,7 @@ from streamforest.connectors.river import (
     labels_from_messages,
     read_records,
 )
+from streamforest.connectors.river.rise import rise_point
 from streamforest.connectors.river.window import SampleWindow
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
@@ -337,9 +338,46 @@ def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
     assert kept <= i - SWITCH + 10
     for x, y in STAGGER[i + 1 : SWITCH + 400]:
         model.learn_one(x, y)
-    # A new forest (bins of the new concept), trained on the refilling window.
-    assert model.forest is not before and len(model._driver.window) == kept + 400 + SWITCH - i - 1
+    # A new forest (bins of the new concept), trained on the refilling window: every sample since the cut, or
+    # since a later one that trimmed the first samples it kept (around the switch, where the old rule's forest
+    # was right more often than after).
+    w = model._driver.window
+    first = w.n_seen - len(w)
+    assert model.forest is not before and w.n_seen == SWITCH + 400 and i + 1 - kept <= first <= SWITCH + 20
     assert 0.75 * len(model._driver.window) <= model.forest.n_samples_ <= len(model._driver.window)
+
+
+def test_the_rise_scan_finds_where_the_error_rose_in_the_ring():
+    rng = np.random.default_rng(0)
+    errors = np.concatenate([rng.random(300) < 0.3, rng.random(600) < 0.05, rng.random(100) < 0.4]).astype(float)
+    errors[:50] = np.nan  # before the forest: not scored
+    ring = np.roll(errors, 137)  # the window starts at slot 137 of a ring of 1,000
+    llr, after = rise_point(ring, 137, 1000, 8, 4)
+    assert llr > 9 and 92 <= after <= 108  # the fall at 300 is no rise; the rise at 900 is found
+    assert rise_point(ring, 137, 900, 8, 4) == (0.0, 0)  # before the rise: only the fall
+    assert rise_point(np.full(1000, np.nan), 0, 1000, 8, 4) == (0.0, 0)
+
+
+def test_a_rise_soon_after_the_learning_curve_is_cut_without_waiting_for_the_detector(monkeypatch):
+    # Agrawal function 4 -> 7 at sample 1,000: ADWIN signals the fall of the young forest's error at 931 and
+    # forgets what came before; the rise after 1,000 is then compared with a few dozen samples and goes unseen for
+    # a thousand samples. The scan of the window's errors cuts within 200 samples of the change.
+    from scenarios.benchmarks.river import drift_stream
+
+    stream = drift_stream("agrawal47", 1000, width=1, n=1200, seed=11)
+
+    def first_drift() -> int | None:
+        model = ForestClassifier(seed=1)
+        for i, (x, y) in enumerate(stream):
+            model.learn_one(x, y)
+            if model.n_drifts_detected:
+                return i
+        return None
+
+    at = first_drift()
+    assert at is not None and 1000 <= at < 1200
+    monkeypatch.setattr(driver, "RISE_LLR", math.inf)
+    assert first_drift() is None
 
 
 def test_a_custom_detector_and_the_regressor_follow_a_drift():
