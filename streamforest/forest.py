@@ -76,8 +76,10 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     max_depth
         Depth limit of the trees (``None``: unlimited).
     min_samples_leaf
-        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: 6 until the stream is wider than
-        ``max_subspace`` can follow, then 8 (see *Wide streams*). A tree keeps the leaf size it was grown with.
+        Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: while the stream is narrow, the
+        square root of the training samples, at least 6 and at most 12 (:func:`streamforest.growth.auto_leaf`; see
+        *Narrow streams*); then 6 until the stream is wider than ``max_subspace`` can follow, and 8 from then on
+        (see *Wide streams*). A tree keeps the leaf size it was grown with.
     min_category_size
         In a node, categories of a nominal feature with less (bootstrap-weighted) samples than this are not placed
         by their own statistics: they go with the missing values, to the split's default side, where unseen
@@ -135,7 +137,9 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
     the newest before it tenfold (:data:`streamforest.sampling.NARROW_ARRIVAL_GROWTH`; a :meth:`refresh`, by
     ``1 / (1 - mtry)``, as generations grow on a wider stream): the trees that have seen every feature carry the
-    forest, and the earlier ones fade. Past the narrow width, the bookkeeping resumes.
+    forest, and the earlier ones fade. Their leaves grow with the training samples (``min_samples_leaf="auto"``):
+    such trees split every node on the best of the same few features, and on a hundred samples leaves of 6 vote on
+    noise. Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
@@ -405,7 +409,8 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
             split_ks = np.full(len(subspaces), k, dtype=np.int64)
         else:
             split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
-        min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped())
+        min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped(), self._narrow(),
+                                       self.n_samples_)
         # The out-of-bag leaves come with the trees (found by the threads that grew them), for the sums below.
         leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
         trees = self._grow(subspaces, seeds, split_ks, min_leaf, leaves)

@@ -1,4 +1,5 @@
-"""Wide streams (the subspaces capped): ``min_samples_leaf="auto"`` grows larger leaves from the cap on, and every
+"""Leaf sizes: ``min_samples_leaf="auto"`` grows leaves with the training samples while the stream is narrow, keeps
+them at one size past the narrow width and at a larger one once the subspaces are capped (a wide stream), and every
 tree keeps the leaf size it was born with through regrowth, merges and files."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import pytest
 from helpers import stream_in
 
 from streamforest import FeatureStreamForest
-from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED
+from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED, AUTO_LEAF_MAX, auto_leaf
 from streamforest.persistence import state_arrays, state_from_arrays
-from streamforest.sampling import is_capped
+from streamforest.sampling import is_capped, is_narrow
 
 # Capped from the 7th feature on: 2/3 of 7 features is more than a subspace of 4 can hold.
 KW = dict(trees_per_generation=4, max_subspace=4, prune_threshold=0.0, random_state=0)
@@ -41,11 +42,28 @@ def test_auto_leaves_grow_from_the_cap_on():
     X, y = wide_stream()
     f = stream_in(FeatureStreamForest(max_generations=None, **KW), X, y)
     for d, g in enumerate(f._generations, start=1):
-        assert g.min_leaf.tolist() == [AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF] * 4
+        expected = auto_leaf(len(y)) if is_narrow(d, 2 / 3, 4) else AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF
+        assert g.min_leaf.tolist() == [expected] * 4
     pairs = leaf_weights(f)
     assert all(lightest >= size for size, lightest in pairs)
     # The bound is what shapes the trees: before the cap some leaves are lighter than the capped size.
     assert min(lightest for size, lightest in pairs if size == AUTO_LEAF) < AUTO_LEAF_CAPPED
+
+
+def test_auto_leaves_grow_with_the_samples_while_narrow():
+    # The square root of the training samples, from AUTO_LEAF on tiny sets to AUTO_LEAF_MAX.
+    sizes = [auto_leaf(n) for n in (10, 36, 64, 100, 144, 10_000)]
+    assert sizes == [AUTO_LEAF, AUTO_LEAF, 8.0, 10.0, AUTO_LEAF_MAX, AUTO_LEAF_MAX]
+    assert [is_narrow(d, 2 / 3, 64) for d in (3, 4)] == [True, False]
+    for n in (20, 100, 400):
+        X, y = wide_stream(n)
+        f = stream_in(FeatureStreamForest(trees_per_generation=4, prune_threshold=0.0, random_state=0), X[:, :4], y)
+        assert [g.min_leaf.tolist() for g in f._generations] == [[auto_leaf(n)] * 4] * 3 + [[AUTO_LEAF] * 4]
+        narrow = [pair for pair in leaf_weights(f) if pair[0] == auto_leaf(n)]
+        assert narrow and all(lightest >= size for size, lightest in narrow)
+        if auto_leaf(n) > AUTO_LEAF:
+            # The bound shapes the narrow trees: the tree of the 4th feature has leaves lighter than theirs.
+            assert min(lightest for size, lightest in leaf_weights(f) if size == AUTO_LEAF) < auto_leaf(n)
 
 
 def test_a_given_leaf_size_holds_for_every_tree():
@@ -65,8 +83,11 @@ def test_merges_regrowth_and_files_keep_each_trees_leaf_size(tmp_path):
     assert [g.min_leaf.tolist() for g in f._generations] == sizes
     pairs = leaf_weights(f)
     assert all(lightest >= size for size, lightest in pairs)
-    # Regrown with their own leaf size, not the one the stream's width gives now.
-    assert min(lightest for size, lightest in pairs if size == AUTO_LEAF) < AUTO_LEAF_CAPPED
+    # Regrown with their own leaf size, not the one the stream's width gives now: the trees of the smaller bound
+    # have leaves lighter than the larger one.
+    bounds = sorted({size for size, _ in pairs})
+    assert len(bounds) >= 2
+    assert min(lightest for size, lightest in pairs if size == bounds[0]) < bounds[-1]
     path = tmp_path / "forest.npz"
     f.save(path)
     g = FeatureStreamForest.load(path)
