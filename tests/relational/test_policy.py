@@ -15,6 +15,7 @@ from streamforest.relational.policy import (
     error_of,
     gain_of,
     relevance,
+    strata,
 )
 from streamforest.relational.synthetic import make_relational
 
@@ -29,7 +30,8 @@ def test_shadows_are_permutations_on_labelled_rows_only():
     seen = []
     while len([c for c in seen if c.shadow]) < 2:
         c = p.propose()
-        p.observe(c, feedback(0.0))
+        # the first is accepted as the first feature (no score before it); no gain after it beats zero
+        p.observe(c, feedback(0.0) if seen else {"oob_metric": "auc", "oob_after": 0.8})
         seen.append(c)
     shadow = next(c for c in seen if c.shadow)
     base = next(c for c in seen if c.definition == shadow.definition.split("(", 1)[1][:-1])
@@ -37,6 +39,12 @@ def test_shadows_are_permutations_on_labelled_rows_only():
     assert sorted(shadow.values[lab].tolist()) == sorted(base.values[lab].tolist())
     assert not np.array_equal(shadow.values[lab], base.values[lab])
     np.testing.assert_array_equal(shadow.values[~lab], base.values[~lab])
+    # within the strata of the most relevant accepted feature: what the shadow shares with it stays
+    assert [c.definition for c, _ in p.accepted] == [seen[0].definition]
+    groups = strata(seen[0].values[lab])
+    assert np.unique(groups).size > 2
+    for g in np.unique(groups):
+        assert sorted(shadow.values[lab][groups == g].tolist()) == sorted(base.values[lab][groups == g].tolist())
 
 
 def test_threshold_follows_the_shadows_and_decides():
@@ -51,6 +59,13 @@ def test_threshold_follows_the_shadows_and_decides():
     margin = t.ppf(norm.cdf(1.0), 3) * np.sqrt(1 + 1 / 4)  # four shadows: a wider margin than z
     assert margin > 1.0 and np.isclose(p.threshold(), g.mean() + margin * g.std(ddof=1))
     assert np.isclose(p.threshold(0.04), 0.2 * p.threshold())  # at the error 0.04 left: times sqrt(0.04)
+    # the candidates' own gains, once there are enough, widen the spread when theirs is wider (robustly: an outlier
+    # that added something does not count), never narrow it
+    p.real_gains = [-0.03, 0.0, 0.03] * 3 + [0.5]  # median 0, median absolute deviation 0.03
+    assert np.isclose(p.threshold(small_sample=False), g.mean() + 1.4826 * 0.03)
+    p.real_gains = [0.0] * 9
+    assert np.isclose(p.threshold(small_sample=False), g.mean() + g.std(ddof=1))
+    p.real_gains = []
     c = next(x for x in iter(p.propose, None) if not x.shadow and "kind=attribute" not in x.facets)
     assert not p.observe(c, feedback(0.004)).accepted  # error 0.2 left: the threshold is +0.0099
     d = p.observe(c, feedback(0.05))
