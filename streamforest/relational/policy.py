@@ -303,8 +303,9 @@ class ThompsonPolicy(Policy):
     shadow_every
         One shadow per this many candidates (0: none).
     z
-        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (over the last 20, at the
-        out-of-bag error left; see :meth:`threshold` and :meth:`observe`).
+        A candidate's gain must beat the shadows' mean gain plus ``z`` standard deviations (the shadows', or the
+        candidates' own robust one when wider; over the last 20, at the out-of-bag error left; see :meth:`threshold`
+        and :meth:`observe`).
     relevance_gate
         If set, a candidate's univariate relevance must also beat this quantile of the shadows' relevance.
     min_gain
