@@ -362,7 +362,7 @@ class ThompsonPolicy(Policy):
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
-        self.real_gains: list[float] = []  # every judged candidate's gain, in units of sqrt(error)
+        self.real_gains: list[float] = []  # the rejected candidates' gains, in units of sqrt(error)
         self.shadow_relevance: list[float] = []
         self._shadow_spread: tuple[int, float, float] = (-1, 0.0, 0.0)  # (shadows, mean, sd) of their relevance
         self.sent = 0
@@ -618,14 +618,16 @@ class ThompsonPolicy(Policy):
 
     def _spread(self, shadows: np.ndarray) -> float:
         """The spread of a useless candidate's gain (in units of ``sqrt(error)``): the shadows' standard deviation,
-        or the robust one of the last candidates' gains (1.4826 times their median absolute deviation) when wider.
+        or the robust one of the last rejected candidates' gains (1.4826 times their median absolute deviation)
+        when wider.
 
-        Most candidates add nothing, and the few that do are outliers the median absolute deviation does not
-        follow. Their own gains measure what a shadow, related to nothing, cannot: a candidate redundant with an
-        accepted feature (``(x * y)`` of an accepted ``x`` that carries the label) forces a generation whose trees
-        split on what ``x`` says, and such generations differ from one another more than those of pure noise (on
-        the scale benchmark's csv3, after its planted feature, the gains of 169 candidates that added nothing
-        spread 1.35 times as wide as the shadows')."""
+        Accepted candidates do not count (the attributes related to the label, judged before any shadow, would set
+        the bar for the feature that defines the label), and the few rejected ones that added something are outliers
+        the median absolute deviation does not follow. The candidates' gains measure what a shadow, related to
+        nothing, cannot: a candidate redundant with an accepted feature (``(x * y)`` of an accepted ``x`` that
+        carries the label) forces a generation whose trees split on what ``x`` says, and such generations differ
+        from one another more than those of pure noise (on the scale benchmark's csv3, after its planted feature,
+        the gains of 169 candidates that added nothing spread 1.35 times as wide as the shadows')."""
         sd = max(float(shadows.std(ddof=1)), 1e-4)
         if len(self.real_gains) < MIN_REAL_GAINS:
             return sd
@@ -670,7 +672,7 @@ class ThompsonPolicy(Policy):
         else:
             accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
                                    f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
-        if gain is not None:
+        if gain is not None and not accepted:
             self.real_gains.append(gain / np.sqrt(error))
         if "kind=attribute" not in candidate.facets and gain is not None:
             reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))

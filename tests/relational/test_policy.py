@@ -62,6 +62,7 @@ def test_threshold_follows_the_shadows_and_decides():
     assert not p.observe(c, feedback(0.004)).accepted  # error 0.2 left: the threshold is +0.0099
     d = p.observe(c, feedback(0.05))
     assert d.accepted and "gain +0.0500 >" in d.why
+    assert np.allclose(p.real_gains, [0.004 / np.sqrt(0.2)])  # the rejected candidate's gain counts, not the other
     # with 0.0004 left, +0.0004 is under the Student-t bound (+0.00044) but removes all the error left and beats
     # the plain one (+0.00036): accepted
     almost = {"oob_metric": "auc", "oob_before": 0.9996, "oob_after": 1.0, "importance": 0.1}
