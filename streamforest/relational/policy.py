@@ -673,7 +673,7 @@ class ThompsonPolicy(Policy):
             accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
                                    f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
         if gain is not None and not accepted:
-            self.real_gains.append(gain / np.sqrt(error))
+            self.real_gains.append(gain / np.sqrt(e))
         if "kind=attribute" not in candidate.facets and gain is not None:
             reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
             for f in candidate.facets:
