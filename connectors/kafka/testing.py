@@ -73,12 +73,14 @@ class LocalBroker:
         SIGTERM) is no clean stop: noida-db goes on acknowledging writes while it saves its data, and loses them
         (docs/kafka.md), which no client can defend against."""
         assert self.proc is not None, "the broker is not running"
-        for command in ("stop", "start"):
-            subprocess.run([_noida(), command, "kafka", "--data-dir", str(self.data_dir)], check=True,
-                           capture_output=True, timeout=timeout)
-            if command == "stop":
-                time.sleep(down)
+        self._service("stop", timeout)
+        time.sleep(down)
+        self._service("start", timeout)
         _wait_ready(self.proc, self.bootstrap, "noida-db", str(self.data_dir.parent / "broker.log"), timeout)
+
+    def _service(self, command: str, timeout: float) -> None:
+        subprocess.run([_noida(), command, "kafka", "--data-dir", str(self.data_dir)], check=True,
+                       capture_output=True, timeout=timeout)
 
     def freeze(self) -> None:
         """SIGSTOP to the broker's process group: it takes no request from then on and answers none, until

@@ -40,8 +40,8 @@ at a time, and new keys among them. The driver turns the one into the other:
    each rise cuts the window again, past its most likely change point, and a generation on the rest replaces the
    others, as ARF restarts a tree's background learner at each warning. After an abrupt change the old forest's
    error rises once: a further cut at most trims the few samples from before it that the first one kept. On
-   STAGGER with a transition of 100 samples at sample 1,000, ours
-   recovers in 49 samples (ARF: 46; ``scenarios.benchmarks.river``).
+   STAGGER with a transition of 100 samples at sample 1,000, ours recovers in 49 samples (ARF: 46;
+   ``scenarios.benchmarks.river``).
 9. a classifier's probabilities come from trees grown on the window, as confident through a change of concept as
    before it, while the forest errs more often: confident errors are what ROCAUC punishes most. The errors the
    detector is fed also go into a history of the last :data:`BASELINE_ERRORS`; while the error over the last

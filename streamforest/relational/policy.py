@@ -138,8 +138,8 @@ def gain_of(feedback: dict[str, Any]) -> float | None:
 MIN_ERROR = 1e-4
 #: Shadows (and candidates) whose gains measure the noise: the most recent ones.
 RECENT = 20
-#: Candidates' gains needed before their spread counts (see ``ThompsonPolicy._spread``).
-MIN_REAL_GAINS = 8
+#: Rejected candidates' gains needed before their spread counts (see ``ThompsonPolicy._spread``).
+MIN_REJECTED_GAINS = 8
 
 
 def error_of(feedback: dict[str, Any]) -> float | None:
@@ -362,7 +362,7 @@ class ThompsonPolicy(Policy):
         self.exhausted = np.zeros(len(self.families), dtype=bool)
         self.accepted: list[tuple[Candidate, float]] = []
         self.shadow_gains: list[float] = []
-        self.real_gains: list[float] = []  # the rejected candidates' gains, in units of sqrt(error)
+        self.rejected_gains: list[float] = []  # the rejected candidates' gains, in units of sqrt(error)
         self.shadow_relevance: list[float] = []
         self._shadow_spread: tuple[int, float, float] = (-1, 0.0, 0.0)  # (shadows, mean, sd) of their relevance
         self.sent = 0
@@ -629,9 +629,9 @@ class ThompsonPolicy(Policy):
         from one another more than those of pure noise (on the scale benchmark's csv3, after its planted feature,
         the gains of 169 candidates that added nothing spread 1.35 times as wide as the shadows')."""
         sd = max(float(shadows.std(ddof=1)), 1e-4)
-        if len(self.real_gains) < MIN_REAL_GAINS:
+        if len(self.rejected_gains) < MIN_REJECTED_GAINS:
             return sd
-        r = np.asarray(self.real_gains[-RECENT:])
+        r = np.asarray(self.rejected_gains[-RECENT:])
         return max(sd, 1.4826 * float(np.median(np.abs(r - np.median(r)))))
 
     def _z_of(self, n: int) -> float:
@@ -673,7 +673,7 @@ class ThompsonPolicy(Policy):
             accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
                                    f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
         if gain is not None and not accepted:
-            self.real_gains.append(gain / np.sqrt(e))
+            self.rejected_gains.append(gain / np.sqrt(e))
         if "kind=attribute" not in candidate.facets and gain is not None:
             reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
             for f in candidate.facets:

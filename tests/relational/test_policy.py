@@ -53,16 +53,16 @@ def test_threshold_follows_the_shadows_and_decides():
     assert np.isclose(p.threshold(0.04), 0.2 * p.threshold())  # at the error 0.04 left: times sqrt(0.04)
     # the candidates' own gains, once there are enough, widen the spread when theirs is wider (robustly: an outlier
     # that added something does not count), never narrow it
-    p.real_gains = [-0.03, 0.0, 0.03] * 3 + [0.5]  # median 0, median absolute deviation 0.03
+    p.rejected_gains = [-0.03, 0.0, 0.03] * 3 + [0.5]  # median 0, median absolute deviation 0.03
     assert np.isclose(p.threshold(small_sample=False), g.mean() + 1.4826 * 0.03)
-    p.real_gains = [0.0] * 9
+    p.rejected_gains = [0.0] * 9
     assert np.isclose(p.threshold(small_sample=False), g.mean() + g.std(ddof=1))
-    p.real_gains = []
+    p.rejected_gains = []
     c = next(x for x in iter(p.propose, None) if not x.shadow and "kind=attribute" not in x.facets)
     assert not p.observe(c, feedback(0.004)).accepted  # error 0.2 left: the threshold is +0.0099
     d = p.observe(c, feedback(0.05))
     assert d.accepted and "gain +0.0500 >" in d.why
-    assert np.allclose(p.real_gains, [0.004 / np.sqrt(0.2)])  # the rejected candidate's gain counts, not the other
+    assert np.allclose(p.rejected_gains, [0.004 / np.sqrt(0.2)])  # the rejected candidate's gain counts, not the other
     # with 0.0004 left, +0.0004 is under the Student-t bound (+0.00044) but removes all the error left and beats
     # the plain one (+0.00036): accepted
     almost = {"oob_metric": "auc", "oob_before": 0.9996, "oob_after": 1.0, "importance": 0.1}
