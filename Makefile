@@ -17,10 +17,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/streamforest demo
 
+# Two test files at a time: the broker tests spend most of their time waiting on brokers, timeouts and group
+# rebalances (a whole Kafka run keeps about a quarter of one core busy), so the rest of the suite runs beside them; a file stays in one
+# process (its brokers and fixtures are the file's).
 test: $(STAMP)
 	bash .ci/ensure-prometheus
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 reproduce: $(STAMP)
 	$(BIN)/python -m scenarios.paper_reproduction
