@@ -273,12 +273,20 @@ class ForestDriver:
     # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
     # thread count at all (that cost 10% of the time of a stream).
 
+    def _grown(self) -> None:
+        """After a growth: the schedule counts from here, and the alive trees are packed once for the predictions
+        until the next: one routing call per prediction rather than one per generation, and no weights recomputed
+        per prediction (on Bananas, six generations alive, half the time spent in the forest's ``predict_proba``).
+        The sums are those of the generation-by-generation routing to the bit."""
+        self._last_growth = self.window.n_seen
+        self.forest.alive_trees()
+
     @single_thread()
     def _refresh(self) -> None:
         """A generation with no forced feature on the window."""
         self._set_samples()
         self.forest.refresh()
-        self._last_growth = self.window.n_seen
+        self._grown()
 
     @single_thread()
     def _replace(self) -> None:
@@ -292,7 +300,7 @@ class ForestDriver:
             self.forest.refresh()
         finally:
             self.forest.set_params(prune_threshold=threshold)
-        self._last_growth = self.window.n_seen
+        self._grown()
 
     def _drifted(self, keep: int) -> None:
         """The error has risen: forget all but the ``keep`` samples since, and replace the forest's generations by
@@ -487,7 +495,7 @@ class ForestDriver:
         self._in_forest[keys] = True
         self._pending = np.flatnonzero(~self._in_forest)
         self._set_classes()
-        self._last_growth = w.n_seen
+        self._grown()
         # The detector follows this forest's errors, from the next sample on.
         self._scored = w.n_seen
         self._errors = np.full(w.size, np.nan)
@@ -522,7 +530,7 @@ class ForestDriver:
             self._forest_keys.append((key, name))
             self._in_forest[j] = True
         self._pending = np.flatnonzero(~self._in_forest)
-        self._last_growth = w.n_seen
+        self._grown()
 
     # ------------------------------------------------------------------ inference
 

@@ -153,6 +153,23 @@ def test_refreshes_follow_the_window_and_the_weights_decay():
     assert all(not g["forced"] for g in f.generations_)
 
 
+def test_a_prediction_routes_through_the_trees_of_every_generation_at_once(monkeypatch):
+    from streamforest.tree import route
+
+    calls = []
+    weighted_values = route.weighted_values
+    monkeypatch.setattr(route, "weighted_values", lambda *a, **k: calls.append(1) or weighted_values(*a, **k))
+    model = ForestClassifier(**SMALL, seed=2)
+    for x, y in PHISHING[:400]:
+        calls.clear()
+        p = model.predict_proba_one(x)
+        if model.forest is not None and len(model.forest.generations_) > 1:
+            # The alive trees are packed once per growth: one routing call, not one per generation.
+            assert len(calls) == 1 and model.forest.predict_proba(model._driver._row(x))[0].tolist() == list(p.values())
+        model.learn_one(x, y)
+    assert len(model.forest.generations_) > 1
+
+
 def test_nominal_keys_missing_values_and_bad_values():
     rng = np.random.default_rng(1)
     model = ForestClassifier(**SMALL, seed=0)
