@@ -341,6 +341,37 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     assert np.mean(accuracies) > 0.88
 
 
+def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch):
+    # STAGGER rule 0 -> 2 over 250 samples: the drift is detected while the old rule still dominates, and the
+    # forest grown on the few mixed samples kept errs more than the old rule's forest. While the old forest errs
+    # less on the new samples, it predicts: over the first half of the transitions, ours is right more often.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    streams = [(position, drift_stream("stagger", position, width=250, n=position + 300, seed=seed))
+               for seed, position in [(5, 700), (6, 800), (7, 900)]]
+
+    def right_before_the_middle() -> tuple[int, int]:
+        right, old_predicted = 0, 0
+        for position, stream in streams:
+            model = ForestClassifier(seed=0)
+            note = model._driver._note_duel
+
+            def noting(old, current, note=note, model=model):
+                nonlocal old_predicted
+                note(old, current)
+                old_predicted += model._driver._use_old
+
+            model._driver._note_duel = noting
+            right += int(progressive(model, stream)[2][position - 250 : position].sum())
+        return right, old_predicted
+
+    right, old_predicted = right_before_the_middle()
+    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts
+    right_without, never = right_before_the_middle()
+    assert old_predicted > 0 and never == 0
+    assert right > right_without
+
+
 def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
     model = ForestClassifier(seed=3)
     for i in range(SWITCH + 200):
