@@ -25,7 +25,8 @@ change at sample 1,000, 2,000 or 3,000, abrupt (the first concept, then the seco
 transition of width 100; with seed 23, at 1,500 or 2,500, abrupt or over 50 or 250 samples; with seeds 41 and 57, at
 1,200 or 2,800, abrupt or over 100 or 250 samples (96 changes). The adapter's detector, transitions and tempering were
 tuned on seed 11's and seed 23's first three kinds only (seeds 41 and 57 and Agrawal 4 -> 7 judged them); the
-thresholds of its rise scan were chosen on all 96, and ``--recovery-seeds`` judges them on others. Per stream,
+thresholds of its rise scan and the margin by which the old concept's forest predicts through a transition were
+chosen on all 96, and ``--recovery-seeds`` judges them on others (none was tuned on 71, 89, 103, 107). Per stream,
 one run each, both models predict then learn every sample (progressive validation, as above); the *recovery* is the
 number of samples from the change to the first sample from which the next :data:`RECOVERY_SPAN` predictions reach
 95% of the settled post-change accuracy (the better of the two models' accuracies on the last 1,000 samples;
@@ -152,7 +153,8 @@ RECOVERY_N = 4000
 #: The changes of the recovery table: (seed, positions, widths), every combination of them with every kind. Width 1
 #: is abrupt; more is the width of ``ConceptDriftStream``'s transition. Seed 11 is not the seed of the streams above.
 #: The adapter's detector, transitions and tempering were tuned on seeds 11 and 23 (all kinds but ``agrawal47``);
-#: the rest is in :data:`UNTUNED_SEEDS` and :data:`UNTUNED_KINDS` (the rise scan's thresholds were chosen on all).
+#: the rest is in :data:`UNTUNED_SEEDS` and :data:`UNTUNED_KINDS` (the rise scan's thresholds and the transition's
+#: ``DUEL_MARGIN`` were chosen on all).
 RECOVERY_CHANGES = ((11, (1000, 2000, 3000), (1, 100)), (23, (1500, 2500), (1, 50, 250)),
                     (41, (1200, 2800), (1, 100, 250)), (57, (1200, 2800), (1, 100, 250)))
 #: The streams of the recovery table the drift handling was not tuned on: these seeds, and this kind at every seed.

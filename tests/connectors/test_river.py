@@ -153,6 +153,23 @@ def test_refreshes_follow_the_window_and_the_weights_decay():
     assert all(not g["forced"] for g in f.generations_)
 
 
+def test_a_prediction_routes_through_the_trees_of_every_generation_at_once(monkeypatch):
+    from streamforest.tree import route
+
+    calls = []
+    weighted_values = route.weighted_values
+    monkeypatch.setattr(route, "weighted_values", lambda *a, **k: calls.append(1) or weighted_values(*a, **k))
+    model = ForestClassifier(**SMALL, seed=2)
+    for x, y in PHISHING[:400]:
+        calls.clear()
+        p = model.predict_proba_one(x)
+        if model.forest is not None and len(model.forest.generations_) > 1:
+            # The alive trees are packed once per growth: one routing call, not one per generation.
+            assert len(calls) == 1 and model.forest.predict_proba(model._driver._row(x))[0].tolist() == list(p.values())
+        model.learn_one(x, y)
+    assert len(model.forest.generations_) > 1
+
+
 def test_nominal_keys_missing_values_and_bad_values():
     rng = np.random.default_rng(1)
     model = ForestClassifier(**SMALL, seed=0)
@@ -324,6 +341,37 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     assert np.mean(accuracies) > 0.88
 
 
+def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch):
+    # STAGGER rule 0 -> 2 over 250 samples: the drift is detected while the old rule still dominates, and the
+    # forest grown on the few mixed samples kept errs more than the old rule's forest. While the old forest errs
+    # less on the new samples, it predicts: over the first half of the transitions, ours is right more often.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    streams = [(position, drift_stream("stagger", position, width=250, n=position + 300, seed=seed))
+               for seed, position in [(5, 700), (6, 800), (7, 900)]]
+
+    def right_before_the_middle() -> tuple[int, int]:
+        right, old_predicted = 0, 0
+        for position, stream in streams:
+            model = ForestClassifier(seed=0)
+            note = model._driver._note_duel
+
+            def noting(old, current, note=note, model=model):
+                nonlocal old_predicted
+                note(old, current)
+                old_predicted += model._driver._use_old
+
+            model._driver._note_duel = noting
+            right += int(progressive(model, stream)[2][position - 250 : position].sum())
+        return right, old_predicted
+
+    right, old_predicted = right_before_the_middle()
+    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts
+    right_without, never = right_before_the_middle()
+    assert old_predicted > 0 and never == 0
+    assert right > right_without
+
+
 def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
     model = ForestClassifier(seed=3)
     for i in range(SWITCH + 200):
@@ -436,6 +484,25 @@ def test_through_a_change_the_classifier_tempers_its_confident_errors(monkeypatc
     plain_aucs, plain_rights = run(math.inf)
     assert all(np.array_equal(r, q) for r, q in zip(rights, plain_rights, strict=True))
     assert all(a > b for a, b in zip(aucs, plain_aucs, strict=True))
+
+
+def test_before_the_cut_the_rise_the_scan_finds_tempers_the_probabilities(monkeypatch):
+    # SEA's shift of threshold (variant 0 -> 3) raises the error from a few percent to a tenth: the scan's evidence
+    # grows for a hundred samples before the cut, while the error of the last 25 samples flickers around the
+    # threshold of the tempering. Tempered by the scan's excess from TEMPER_LLR on, the probabilities rank the
+    # samples better, and the predicted classes stay.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    streams = [drift_stream("sea", position, width=1, n=position + 500, seed=seed)
+               for seed, position in [(5, 700), (6, 800)]]
+
+    def run(threshold: float) -> list[tuple[float, float, np.ndarray]]:
+        monkeypatch.setattr(driver, "TEMPER_LLR", threshold)
+        return [progressive(ForestClassifier(seed=0), stream) for stream in streams]
+
+    tempered, plain = run(driver.TEMPER_LLR), run(math.inf)
+    for (auc, _, right), (plain_auc, _, plain_right) in zip(tempered, plain, strict=True):
+        assert np.array_equal(right, plain_right) and auc > plain_auc
 
 
 # ----------------------------------------------------------------------------- bounds
