@@ -171,7 +171,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         min_samples_leaf: float | str = "auto",
         min_category_size: float = 5,
         split_features: float | str | None = "auto",
-        split_threshold: str = "edge",
+        split_threshold: str = "midpoint",
         policy: str = "challenger",
         feature_sampling: str = "auto",
         max_subspace: int | None = 64,
@@ -347,7 +347,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
                 )
         elif values.shape[0] != self.n_samples_:
             raise ValueError(f"feature {name!r} has {values.shape[0]} values; the forest has {self.n_samples_} samples")
-        binner = ColumnBinner.fit(name, values, kind)
+        binner = ColumnBinner.fit(name, values, kind, gaps=self.split_threshold == "midpoint")
         binned = binner.transform(values)
         if self._store is not None and y is not None:
             self._check_same_labels(y)
