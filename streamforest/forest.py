@@ -90,16 +90,15 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         the square root of its size, as in Breiman's forests (see *Wide streams*); and while the stream is too
         narrow for subspaces (see *Narrow streams*), every feature in every tree and ``max_features`` per split.
     split_threshold
-        Where a numeric split's threshold lies between the node's samples on either side: ``"midpoint"`` (the
-        default), midway between the greatest value on the left and the least on the right, as scikit-learn's trees
-        (a value the node's samples did not have goes to the side of the nearer one), to the precision of the
-        feature's bins: a feature of at most 128 distinct training values then has empty bins between them (see
-        :class:`~streamforest.binning.ColumnBinner`), so that the threshold lies near that midpoint even where the
-        node lacks values other samples have; or ``"edge"`` (the paper), at the upper edge of the left side's last
-        bin (values between the two sides go right). On the paper's datasets of at most 4 features, tuning half
-        (``python -m scenarios.low_dimensional``; README has the figures and the half not tuned on), over 20 splits
-        other than the paper's seeds, ``"midpoint"`` raised the mean test AUC from 0.8425 to 0.8436 and the share
-        of datasets where the streamed forest is at least as good as scikit-learn's from 57.1% to 65.7%.
+        Where a numeric split's threshold lies between the node's samples on either side: ``"edge"`` (the paper),
+        at the upper edge of the left side's last bin (values between the two sides go right); or ``"midpoint"``,
+        midway between the greatest value on the left and the least on the right, as scikit-learn's trees (a value
+        the node's samples did not have goes to the side of the nearer one), to the precision of the feature's bins:
+        a feature of at most 128 distinct training values then has empty bins between them (see
+        :class:`~streamforest.binning.ColumnBinner`), so that the threshold lies near the node's own midpoint even
+        where the node lacks values other samples have. ``"midpoint"`` is not the default: on the paper's datasets
+        of at most 4 features it was ahead on the half tuned on and level on the other (``python -m
+        scenarios.low_dimensional``, README has the figures).
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -175,7 +174,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         min_samples_leaf: float | str = "auto",
         min_category_size: float = 5,
         split_features: float | str | None = "auto",
-        split_threshold: str = "midpoint",
+        split_threshold: str = "edge",
         policy: str = "challenger",
         feature_sampling: str = "auto",
         max_subspace: int | None = 64,
