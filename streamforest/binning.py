@@ -22,6 +22,9 @@ N_BINS = MISSING_BIN + 1
 BIN_WORDS = N_BINS // 64
 #: Quantiles are estimated on at most this many values, drawn with a fixed seed (deterministic).
 QUANTILE_SUBSAMPLE = 200_000
+#: ``gaps=True``: a column of at most this many distinct values has empty bins between them (see
+#: :func:`_gap_edges`); with more, two bins a gap would leave no room for the midway edge.
+GAP_DISTINCT_MAX = (MAX_BINS - 1) // 2 + 1
 
 
 def _is_nominal_array(values: np.ndarray) -> bool:
@@ -59,6 +62,11 @@ class ColumnBinner:
         The least and the greatest training value in each numeric bin (a tree's split placed midway between the
         values of its node reads them: ``split_threshold="midpoint"``).
 
+    With ``gaps=True`` (:meth:`fit`), a numeric column of few distinct values (at most
+    :data:`GAP_DISTINCT_MAX`) gets empty bins between them, evenly spaced by value, rather than one edge midway:
+    a threshold placed midway between a node's values then lands near that midpoint even when the node lacks
+    values that other samples have (scikit-learn's threshold), and later values in the same gap are told apart.
+
     Examples
     --------
     >>> import numpy as np
@@ -72,6 +80,9 @@ class ColumnBinner:
     ('nominal', ['blue', 'red'])
     >>> c.transform(np.array(["red", "green", None], dtype=object)).tolist()
     [1, 255, 255]
+    >>> g = ColumnBinner.fit("x", np.array([3.0, 1.0, 2.0]), gaps=True)
+    >>> g.n_bins, g.transform(np.array([1.0, 1.4, 1.6, 2.0, 3.0])).tolist()
+    (253, [0, 51, 76, 126, 252])
     """
 
     name: str
@@ -97,8 +108,9 @@ class ColumnBinner:
         return self.kind == "nominal"
 
     @classmethod
-    def fit(cls, name: str, values: Any, kind: str | None = None) -> ColumnBinner:
-        """Learn the bins of a column (quantile edges, or the categories of a nominal column)."""
+    def fit(cls, name: str, values: Any, kind: str | None = None, gaps: bool = False) -> ColumnBinner:
+        """Learn the bins of a column (quantile edges, or the categories of a nominal column); ``gaps``: empty bins
+        between the values of a numeric column that has few (see the class)."""
         values = np.asarray(values)
         if values.ndim != 1:
             raise ValueError(f"feature {name!r}: a column must be 1-D, got shape {values.shape}")
@@ -109,7 +121,7 @@ class ColumnBinner:
         if kind != "numeric":
             raise ValueError(f"feature {name!r}: kind must be 'numeric' or 'nominal', got {kind!r}")
         x = _as_float(values, name)
-        edges, lows, highs = _fit_edges(x[~np.isnan(x)])
+        edges, lows, highs = _fit_edges(x[~np.isnan(x)], gaps)
         return cls(name=name, kind="numeric", edges=edges, lows=lows, highs=highs)
 
     def transform(self, values: Any) -> np.ndarray:
@@ -152,15 +164,18 @@ class ColumnBinner:
                    highs=highs)
 
 
-def _fit_edges(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bin edges (midpoints between distinct values when there are few, quantiles otherwise), and the least and the
-    greatest value in each bin (of the quantile subsample past :data:`QUANTILE_SUBSAMPLE` values)."""
+def _fit_edges(x: np.ndarray, gaps: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bin edges (midpoints between distinct values when there are few, or empty bins between them under ``gaps``
+    (:func:`_gap_edges`); quantiles otherwise), and the least and the greatest value in each bin (of the quantile
+    subsample past :data:`QUANTILE_SUBSAMPLE` values)."""
     if x.size == 0:
         return np.empty(0), np.zeros(1), np.zeros(1)
     if x.size > QUANTILE_SUBSAMPLE:
         x = np.random.default_rng(0).choice(x, QUANTILE_SUBSAMPLE, replace=False)
     x = np.sort(x)  # once: the distinct values, and quantiles of a sorted array cost a third less
     distinct = x[np.concatenate(([True], x[1:] != x[:-1]))]
+    if gaps and 2 <= distinct.size <= GAP_DISTINCT_MAX:
+        return _gap_edges(distinct)
     if distinct.size <= MAX_BINS:
         return (distinct[:-1] + distinct[1:]) / 2.0, distinct, distinct
     qs = np.quantile(x, np.linspace(0, 1, MAX_BINS + 1)[1:-1], method="linear")
@@ -174,6 +189,23 @@ def _fit_edges(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     filled = ends > starts
     lows[filled] = x[starts[filled]]
     highs[filled] = x[ends[filled] - 1]
+    return edges, lows, highs
+
+
+def _gap_edges(distinct: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges of a bin per distinct value (its upper edge the value itself) with the same even number of bins in
+    every gap between two values, spaced evenly by value, as many as :data:`MAX_BINS` allows; bounds as in
+    :func:`_fit_edges`. The number is even so that one edge of each gap is its midpoint: where a node has the two
+    values of a gap, the midway threshold is the one the bins without gaps give."""
+    per_gap = (MAX_BINS - 1) // (distinct.size - 1) // 2 * 2
+    steps = np.arange(per_gap) / per_gap
+    lower = distinct[:-1]
+    edges = (lower[:, None] + np.diff(distinct)[:, None] * steps[None, :]).ravel()
+    lows, highs = _edge_bounds(edges)
+    # Bin b holds edges[b-1] < x <= edges[b]: each value's bin is the one its own edge closes (the last: past them).
+    at = np.arange(distinct.size) * per_gap
+    lows[at] = distinct
+    highs[at] = distinct
     return edges, lows, highs
 
 

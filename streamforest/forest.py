@@ -92,10 +92,13 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     split_threshold
         Where a numeric split's threshold lies between the node's samples on either side: ``"edge"`` (the paper),
         at the upper edge of the left side's last bin (values between the two sides go right); or ``"midpoint"``,
-        midway between the greatest value on the left and the least on the right (as scikit-learn's trees; a value
-        the node's samples did not have goes to the side of the nearer one), to the precision of the feature's bins.
-        ``"midpoint"`` is not the default: on the paper's datasets it was level with ``"edge"`` on the half not
-        tuned on (``python -m scenarios.low_dimensional``, README).
+        midway between the greatest value on the left and the least on the right, as scikit-learn's trees (a value
+        the node's samples did not have goes to the side of the nearer one), to the precision of the feature's bins:
+        a feature of at most 128 distinct training values then has empty bins between them (see
+        :class:`~streamforest.binning.ColumnBinner`), so that the threshold lies near the node's own midpoint even
+        where the node lacks values other samples have. ``"midpoint"`` is not the default: on the paper's datasets
+        of at most 4 features it was ahead on the half tuned on and level on the other (``python -m
+        scenarios.low_dimensional``, README has the figures).
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -347,7 +350,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
                 )
         elif values.shape[0] != self.n_samples_:
             raise ValueError(f"feature {name!r} has {values.shape[0]} values; the forest has {self.n_samples_} samples")
-        binner = ColumnBinner.fit(name, values, kind)
+        binner = ColumnBinner.fit(name, values, kind, gaps=self.split_threshold == "midpoint")
         binned = binner.transform(values)
         if self._store is not None and y is not None:
             self._check_same_labels(y)

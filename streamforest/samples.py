@@ -118,7 +118,7 @@ class SamplesMixin:
         self._set_labels(y_arr)
         self._store = ColumnStore(y_arr.shape[0])
         for name, col in zip(names, columns, strict=True):
-            b = ColumnBinner.fit(name, col, (kinds or {}).get(name))
+            b = ColumnBinner.fit(name, col, (kinds or {}).get(name), gaps=self.split_threshold == "midpoint")
             self._columns.append(b)
             self._store.add_column(b.transform(col))
         masks = self._uniform_masks(0)

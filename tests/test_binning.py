@@ -249,3 +249,26 @@ def test_bins_keep_their_least_and_greatest_training_values():
     back = ColumnBinner.from_json(many.to_json())
     np.testing.assert_array_equal(back.lows, many.lows)
     np.testing.assert_array_equal(back.highs, many.highs)
+
+
+@pytest.mark.parametrize("k", [2, 3, 17, 128])
+def test_gap_bins_give_each_value_a_bin_and_each_gap_its_midpoint_and_even_steps(k):
+    x = np.sort(np.random.default_rng(k).choice(1000, size=k, replace=False)).astype(np.float64) / 7.0
+    b = ColumnBinner.fit("x", np.concatenate([x, x[::-1], [np.nan]]), gaps=True)
+    bins = b.transform(x)
+    per_gap = (MAX_BINS - 1) // (k - 1) // 2 * 2
+    assert b.n_bins == 1 + (k - 1) * per_gap <= MAX_BINS
+    np.testing.assert_array_equal(bins, np.arange(k) * per_gap)
+    np.testing.assert_array_equal(b.lows[bins], x)
+    np.testing.assert_array_equal(b.highs[bins], x)
+    mid = (x[:-1] + x[1:]) / 2
+    np.testing.assert_array_equal(b.transform(mid), bins[:-1] + per_gap // 2)  # the midpoint closes a bin
+    # A value just past a gap's midpoint is in another bin than one just before it.
+    assert (b.transform(mid + 1e-9) > b.transform(mid - 1e-9)).all()
+
+
+def test_gap_bins_stay_as_without_gaps_past_their_width_and_for_one_value():
+    many = np.arange(129.0)
+    np.testing.assert_array_equal(ColumnBinner.fit("x", many, gaps=True).edges, ColumnBinner.fit("x", many).edges)
+    one = np.full(5, 3.0)
+    assert ColumnBinner.fit("x", one, gaps=True).n_bins == 1

@@ -725,6 +725,18 @@ def test_midpoint_thresholds_send_an_unseen_value_to_the_side_of_the_nearer_trai
     assert p1["edge"][0] > 0.2
 
 
+def test_midpoint_thresholds_lie_midway_between_the_node_values_as_scikit_learns():
+    # Class 0 at 0..9, class 1 at 20..29. A tree whose bootstrap kept 9 splits at 14.5, one that left 9 out at 14
+    # (midway between 8 and 20, as scikit-learn's trees): 14.2 goes right in about a third of the trees and 10 in
+    # none. Without empty bins between the training values, 10 and 14.2 share the bin of 9 and the same fate.
+    x = np.concatenate([np.arange(10.0), np.arange(20.0, 30.0)])
+    y = (x > 15).astype(int)
+    f = FeatureStreamForest(trees_per_generation=60, split_threshold="midpoint", random_state=0)
+    f.add_feature("x", x, y=y)
+    p1 = f.predict_proba(np.array([[10.0], [14.2]]))[:, 1]
+    assert p1[0] == 0.0 and 0.15 < p1[1] < 0.6
+
+
 def test_set_params_random_state_reseeds_and_task_is_fixed_once_fitted(clf_data):
     X, y = clf_data
     a = FeatureStreamForest(trees_per_generation=5, random_state=0).set_params(random_state=1).fit(X, y)
