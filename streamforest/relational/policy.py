@@ -174,6 +174,13 @@ class Policy:
         raise NotImplementedError
 
 
+def _divisor(c: Candidate) -> bool:
+    """Whether a ratio may divide by the candidate's values: all of one sign, none zero (b/a is then a decreasing
+    function of a/b, the same feature to trees: one order of a pair is enough)."""
+    v = c.values[~np.isnan(c.values)]
+    return v.size > 0 and (bool(np.all(v > 0)) or bool(np.all(v < 0)))
+
+
 @dataclass
 class _Arm:
     n: float = 0.0
@@ -191,7 +198,7 @@ class _Beam:
 
 def complexity(f: Family) -> int:
     """Conditions, nestings and steps beyond the first (of the family and of its inner one)."""
-    n = (f.cond is not None) + max(len(f.path) - 1, 0)
+    n = (f.cond is not None) + (f.cond2 is not None) + max(len(f.path) - 1, 0)
     return n + (1 + complexity(f.inner) if f.inner is not None else 0)
 
 
@@ -465,7 +472,7 @@ class ThompsonPolicy(Policy):
         path, where = f.path, f.where
         if f.inner is not None and where is None:
             path, where = (*f.path, *f.inner.path), f.inner.where
-        if where is None or where.op != "=" or (path, where) in self._expanded:
+        if where is None or where.op != "=" or where.also is not None or (path, where) in self._expanded:
             return c
         self._expanded.add((path, where))
         table = self.generator.db.tables[path[-1].child]
@@ -566,6 +573,9 @@ class ThompsonPolicy(Policy):
         best = best[: self.beam_size]
         if op in ("sqrt", "square"):
             pairs = [(a, None) for a in best]
+        elif op == "div":  # over a divisor of one sign, never zero: a quantity (a count, a size, a mass)
+            pairs = [(a, b) if _divisor(b) else (b, a) for j, a in enumerate(best) for b in best[j + 1:]
+                     if _divisor(b) or _divisor(a)]
         else:
             pairs = [(a, b) for j, a in enumerate(best) for b in best[j + 1:]]
         for a, b in pairs:
