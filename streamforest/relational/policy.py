@@ -9,8 +9,7 @@ default, :class:`ThompsonPolicy`:
   every family (the mean of its facets' draws) and the best one gives the next candidate: facets shared by
   families let one success or failure inform many families.
 * **Within a family, a beam.** Its members (condition values, learned thresholds) are computed a few at a time
-  and kept ranked by their relevance on the labelled rows (univariate, then within the cells of the two accepted
-  features of the largest gains: what a member adds to them); the best goes first.
+  and kept ranked by a univariate relevance on the labelled rows; the best goes first.
 * **What every model wants, first.** The target's attributes related to the label beyond chance (with
   ``structure``, the unconditioned counts of every path and their means per row above too) are sent before the
   space is drawn from.
@@ -321,25 +320,17 @@ class ThompsonPolicy(Policy):
         :meth:`_screen_structure`). Off by default: on Mutagenesis the loop gains about +0.0025 AUC with them, on the
         scale benchmark's csv3 they add four accepted features and most of a final stream's time and memory
         (docs/relational.md has the measurements).
-    given
-        Once this many accepted features have a gain, a candidate's relevance (the ranking within families, the
-        screen, learned thresholds) is measured within the cells their medians cut the labelled rows into: what it
-        says beyond them, not again what they say (0: univariate throughout). A feature the forest wants beside
-        the accepted ones (on Mutagenesis ``MIN(atoms.charge)``, relevance 0.39 alone, beside ``lumo`` and
-        ``logp``) otherwise ranks below members that repeat them.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS,
-                 screen: int = 4, relevance_weight: float = 1.0, structure: bool = False, given: int = 2) -> None:
+                 screen: int = 4, relevance_weight: float = 1.0, structure: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
         self._y_classes = _classes(self.y)  # what every relevance is measured against, once
-        self.given = given
-        self._cells: list[tuple[np.ndarray, list]] | None = None  # strata of the accepted features (see _condition)
         self.rng = np.random.default_rng(seed)
         self.pool = pool
         self.shadow_every = shadow_every
@@ -594,34 +585,7 @@ class ThompsonPolicy(Policy):
                 yield Combination(op, a.feature, None if b is None else b.feature)
 
     def _score(self, values: np.ndarray) -> float:
-        return self._relevance_of(values[self.labelled])
-
-    def _relevance_of(self, lab: np.ndarray) -> float:
-        """The relevance of a candidate's values on the labelled rows: univariate, or, once ``given`` features with
-        a gain are accepted, the mean of its relevance within the cells their medians cut the rows into (weighted
-        by the cells' sizes): what it says beyond them."""
-        if self._cells is None:
-            return _relevance(lab, self._y_classes)
-        total = sum(idx.size for idx, _ in self._cells)
-        return float(sum(idx.size * _relevance(lab[idx], classes) for idx, classes in self._cells) / total)
-
-    def _condition(self) -> None:
-        """The cells of the ``given`` accepted features of the largest gains (above or below each one's median on
-        the labelled rows; cells of one class say nothing and are left out)."""
-        top = [c for c, g in sorted(self.accepted, key=lambda t: -t[1]) if g > 0][: self.given]
-        if len(top) < self.given or not self.given:
-            return
-        cell = np.zeros(int(self.labelled.sum()), dtype=np.int64)
-        for c in top:
-            v = c.values[self.labelled]
-            cell = 2 * cell + (np.nan_to_num(v, nan=-np.inf) > np.nanmedian(v))
-        cells = []
-        for k in np.unique(cell):
-            idx = np.flatnonzero(cell == k)
-            classes = _classes(self.y[idx])
-            if classes:
-                cells.append((idx, classes))
-        self._cells = cells or None
+        return _relevance(values[self.labelled], self._y_classes)
 
     def _make(self, f: Feature, family: str, facets: tuple[str, ...]) -> Candidate | None:
         """Compute a member; None if it is constant on the labelled rows or repeats an earlier candidate."""
@@ -639,7 +603,7 @@ class ThompsonPolicy(Policy):
             return None
         self.hashes.add(digest)
         return Candidate(definition=defn, name=feature_name(defn), family=family, facets=facets, values=v,
-                         feature=f, relevance=self._relevance_of(lab), nominal=self.generator.is_nominal(f))
+                         feature=f, relevance=_relevance(lab, self._y_classes), nominal=self.generator.is_nominal(f))
 
     # ------------------------------------------------------------------ learning from feedback
 
@@ -729,7 +693,6 @@ class ThompsonPolicy(Policy):
                     a.total += reward
         if accepted:
             self.accepted.append((candidate, gain if gain is not None else 0.0))
-            self._condition()
             for i, fam in enumerate(self.families):
                 if fam.renewed:
                     self.exhausted[i] = False

@@ -252,24 +252,3 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
     assert len(noise) >= 80
     assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
 
-
-def test_relevance_given_the_accepted_features_finds_what_they_leave_out():
-    """A label that is ``age`` above its median XOR an order amount above its median: the amount's mean alone
-    relates to nothing, within the cells of the accepted ``age`` it says the label."""
-    from streamforest.relational.candidates import Aggregate, Attribute, Step
-
-    db = make_relational(n_targets=400, seed=4)
-    age = db.tables["customer"].columns["age"].values
-    g = Generator(db)
-    amount = Aggregate("mean", (Step("order", "customer_id"),), "amount")
-    v = np.nan_to_num(g.values(amount), nan=0.0)
-    y = ((age > np.median(age)) ^ (v > np.median(v))).astype(int)
-    db.labels[:] = y.astype(str)
-    plain, given = (ThompsonPolicy(Generator(db), db.labels, db.labelled, given=k) for k in (0, 1))
-    for p in (plain, given):
-        a = Candidate("customer.age", "customer.age", "age", ("kind=attribute",), age, Attribute("age"))
-        p.observe(a, feedback(0.05))
-    r_plain = plain._make(amount, "amount", ("kind=aggregate",)).relevance
-    r_given = given._make(amount, "amount", ("kind=aggregate",)).relevance
-    assert r_plain < 0.2 < 0.8 < r_given, (r_plain, r_given)
-    assert np.isclose(relevance(v, y), r_plain)
