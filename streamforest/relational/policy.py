@@ -40,6 +40,7 @@ from scipy.stats import t as student_t
 
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
+    EXTENDED_OPERATORS,
     OPERATORS,
     Aggregate,
     Combination,
@@ -304,6 +305,8 @@ class ThompsonPolicy(Policy):
         has the measurements).
     prior
         Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
+    operators
+        The combination operators (default: FCTree's, and the ratio when the generator's space is extended).
     simplicity
         Prior preference for simple families: a family's score is lowered by this much per condition, per
         nesting and per step beyond the first (a draw overcomes it once the facets show rewards).
@@ -325,7 +328,7 @@ class ThompsonPolicy(Policy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 10,
-                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS,
+                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
@@ -339,6 +342,8 @@ class ThompsonPolicy(Policy):
         self.min_gain = min_gain
         self.beam_size = beam
         self.prior = prior
+        if operators is None:  # the ratio belongs to the extended space
+            operators = OPERATORS + (EXTENDED_OPERATORS if generator.extended else ())
         self.operators = operators
         self.screen = screen
         self.relevance_weight = relevance_weight

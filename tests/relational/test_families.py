@@ -31,15 +31,17 @@ def conjunction_label(seed: int):
     is_c = items.columns["category"].values == db.tables["item"].columns["category"].categories.index("c")
     price = items.columns["price"].values
     cut = float(np.quantile(price[is_c], 0.7))
-    share = Generator(db).values(Aggregate("share", (ORDER, ITEM), where=Condition("category", "=", "c",
-                                                                                  Condition("price", ">", cut))))
+    where = Condition("category", "=", "c", Condition("price", ">", cut))
+    share = Generator(db, extended=True).values(Aggregate("share", (ORDER, ITEM), where=where))
     y = (np.nan_to_num(share) > np.nanmedian(share)).astype(int).astype(str)
     return dataclasses.replace(db, labels=y), cut
 
 
-def test_the_space_holds_shares_and_conjunctions_but_no_share_of_all_rows():
+def test_the_extended_space_holds_shares_and_conjunctions_but_no_share_of_all_rows():
     db = make_relational(n_targets=60, seed=0)
-    fams = list(Generator(db).families())
+    fams = list(Generator(db, extended=True).families())
+    plain = list(Generator(db).families())
+    assert set(plain) < set(fams) and not [f for f in plain if f.func in ("share", "skew") or f.cond2 is not None]
     assert Family("aggregate", (ORDER, ITEM), "share", None, ("category", "=")) in fams
     assert Family("aggregate", (ORDER, ITEM), "count", None, ("category", "="), cond2=("price", ">")) in fams
     assert not [f for f in fams if f.func == "share" and f.cond is None]
@@ -53,7 +55,7 @@ def test_the_space_holds_shares_and_conjunctions_but_no_share_of_all_rows():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_label_defined_by_a_conjunction_is_found_by_its_family_and_not_by_either_condition(seed):
     db, cut = conjunction_label(seed)
-    g = Generator(db)
+    g = Generator(db, extended=True)
     y = db.labels.astype(int)
     fam = Family("aggregate", (ORDER, ITEM), "share", None, ("category", "="), cond2=("price", ">"))
     members = [g.learn(f, lambda v: relevance(v, y)) for f in g.members(fam)]
@@ -76,3 +78,11 @@ def test_a_label_defined_by_a_conjunction_is_found_by_its_family_and_not_by_eith
 def test_a_ratio_to_zero_is_missing():
     got = combine("div", np.array([1.0, 2.0, np.nan]), np.array([0.0, 4.0, 1.0]))
     np.testing.assert_array_equal(got, [np.nan, 0.5, np.nan])
+
+
+def test_the_ratio_is_an_operator_of_the_extended_space_only():
+    from streamforest.relational.policy import ThompsonPolicy
+
+    db = make_relational(n_targets=60, seed=0)
+    assert "div" not in ThompsonPolicy(Generator(db), db.labels, db.labelled).operators
+    assert "div" in ThompsonPolicy(Generator(db, extended=True), db.labels, db.labelled).operators
