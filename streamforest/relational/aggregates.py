@@ -5,8 +5,8 @@ rows of each group, in row order, rows without an owner left out) -- a counting 
 (:func:`reduce_index`) then reads the column, the condition column and the times through that index, row by row,
 and writes one value per group: memory is the output and one group's values. Rows that do not take part (missing
 value, failed condition) are skipped inside the kernel. An empty group gives 0 for ``count``, ``sum`` and
-``nunique`` and NaN otherwise. Within a group values are visited in row order, so a sum is the same float as
-``np.bincount``'s.
+``nunique`` and NaN otherwise (``share`` too: no rows, no proportion). Within a group values are visited in row
+order, so a sum is the same float as ``np.bincount``'s.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import numpy as np
 from numba import njit
 
 #: Reductions of a numeric column.
-NUMERIC = ("sum", "mean", "min", "max", "std", "nunique", "first", "last")
+NUMERIC = ("sum", "mean", "min", "max", "std", "nunique", "first", "last", "skew")
 #: Reductions of a nominal column (codes).
 NOMINAL = ("nunique", "mode_share", "first", "last")
 #: What aggregates of aggregates may use over the per-row values below them.
 OUTER = ("mean", "min", "max", "sum", "std")
-FUNCS = ("count", *NUMERIC, "mode_share")
+#: Reductions of the rows alone (no column): how many meet the conditions, and what share of the group's rows.
+ROWS = ("count", "share")
+FUNCS = ("count", *NUMERIC[:-1], "mode_share", "share", "skew")
 #: Condition operators of :func:`reduce_index`.
 NO_CONDITION, EQUAL, GREATER = 0, 1, 2
 _CODE = {f: i for i, f in enumerate(FUNCS)}
@@ -67,7 +69,8 @@ def _fill(owner: np.ndarray, starts: np.ndarray, rows: np.ndarray) -> None:
 
 def reduce_index(func: str, starts: np.ndarray, rows: np.ndarray, values: np.ndarray | None = None,
                  nominal: bool = False, cond: np.ndarray | None = None, op: int = NO_CONDITION,
-                 threshold: float = 0.0, times: np.ndarray | None = None) -> np.ndarray:
+                 threshold: float = 0.0, times: np.ndarray | None = None, cond2: np.ndarray | None = None,
+                 op2: int = NO_CONDITION, threshold2: float = 0.0) -> np.ndarray:
     """One reduction per group of a row index.
 
     Parameters
@@ -75,7 +78,9 @@ def reduce_index(func: str, starts: np.ndarray, rows: np.ndarray, values: np.nda
     func
         ``count``, ``sum``, ``mean``, ``min``, ``max``, ``std`` (population), ``nunique``, ``mode_share`` (share
         of the most frequent value), ``first``/``last`` (the value at the earliest/latest ``times``; ties by row
-        order, unknown times after every known one).
+        order, unknown times after every known one), ``skew`` (the population skewness, the third central moment
+        over the cubed standard deviation: NaN below 3 values, 0 when they are all equal), ``share`` (the rows
+        meeting the conditions over all the group's rows: a proportion, which a count leaves to the group's size).
     starts, rows
         The index (:func:`index`).
     values
@@ -84,6 +89,8 @@ def reduce_index(func: str, starts: np.ndarray, rows: np.ndarray, values: np.nda
     cond, op, threshold
         Rows take part only when ``cond[row] == threshold`` (``op`` :data:`EQUAL`) or ``> threshold``
         (:data:`GREATER`; NaN fails).
+    cond2, op2, threshold2
+        A second condition, met as well (a conjunction).
     times
         A time per row (for ``first`` and ``last``).
 
@@ -93,16 +100,20 @@ def reduce_index(func: str, starts: np.ndarray, rows: np.ndarray, values: np.nda
     ([2.3333333333333335, nan, 6.0], [2.0, 0.0, 2.0])
     >>> reduce_index("count", starts, rows, cond=x, op=GREATER, threshold=2.0).tolist()
     [2.0, 0.0, 2.0]
+    >>> reduce_index("share", starts, rows, cond=x, op=GREATER, threshold=2.0, cond2=x, op2=EQUAL,
+    ...              threshold2=3.0).tolist()
+    [0.6666666666666666, nan, 0.0]
     """
     if func not in _CODE:
         raise ValueError(f"unknown aggregate {func!r} (expected one of {FUNCS})")
-    if func != "count" and values is None:
+    if func not in ROWS and values is None:
         raise ValueError(f"{func} needs values")
     if func in ("first", "last") and times is None:
         raise ValueError(f"{func} needs times")
-    x = _NONE if func == "count" else values
+    x = _NONE if func in ROWS else values
     return _reduce(_CODE[func], starts, rows, x, nominal, _NONE if cond is None else cond, op, float(threshold),
-                   _NONE if times is None else np.asarray(times, dtype=np.float64))
+                   _NONE if times is None else np.asarray(times, dtype=np.float64),
+                   _NONE if cond2 is None else cond2, op2, float(threshold2))
 
 
 def reduce(func: str, groups: np.ndarray, n_groups: int, values: np.ndarray | None = None,
@@ -136,7 +147,8 @@ def _before(a: float, b: float) -> bool:
 
 @njit(cache=True)
 def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nominal: bool, cond: np.ndarray,
-            op: int, threshold: float, times: np.ndarray) -> np.ndarray:
+            op: int, threshold: float, times: np.ndarray, cond2: np.ndarray, op2: int,
+            threshold2: float) -> np.ndarray:
     n = starts.size - 1
     out = np.full(n, np.nan)
     widest = 0
@@ -152,7 +164,11 @@ def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nomi
                 continue
             if op == 2 and not (cond[r] > threshold):
                 continue
-            if func == 0:
+            if op2 == 1 and not (cond2[r] == threshold2):
+                continue
+            if op2 == 2 and not (cond2[r] > threshold2):
+                continue
+            if func == 0 or func == 10:
                 m += 1
                 continue
             v = x[r]
@@ -166,6 +182,9 @@ def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nomi
             m += 1
         if func == 0:  # count
             out[g] = m
+        elif func == 10:  # share
+            if starts[g + 1] > starts[g]:
+                out[g] = m / (starts[g + 1] - starts[g])
         elif func == 1:  # sum
             s = 0.0
             for i in range(m):
@@ -174,7 +193,7 @@ def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nomi
         elif m == 0:
             if func == 6:  # nunique of nothing
                 out[g] = 0.0
-        elif func == 2 or func == 5:  # mean, std
+        elif func == 2 or func == 5 or func == 11:  # mean, std, skew
             s = 0.0
             for i in range(m):
                 s += buf[i]
@@ -183,9 +202,14 @@ def _reduce(func: int, starts: np.ndarray, rows: np.ndarray, x: np.ndarray, nomi
                 out[g] = mean
             else:
                 d = 0.0
+                d3 = 0.0
                 for i in range(m):
                     d += (buf[i] - mean) * (buf[i] - mean)
-                out[g] = np.sqrt(d / m)
+                    d3 += (buf[i] - mean) * (buf[i] - mean) * (buf[i] - mean)
+                if func == 5:
+                    out[g] = np.sqrt(d / m)
+                elif m >= 3:
+                    out[g] = 0.0 if d <= 0.0 else (d3 / m) / (d / m) ** 1.5
         elif func == 3:  # min
             best = buf[0]
             for i in range(1, m):

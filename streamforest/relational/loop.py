@@ -95,6 +95,9 @@ class Loop:
         Forest parameters of the final stream (over :data:`FINAL_FOREST`).
     policy_options
         Keyword arguments of the default :class:`~streamforest.relational.policy.ThompsonPolicy`.
+    generator_options
+        Keyword arguments of the :class:`~streamforest.relational.candidates.Generator` (``extended=True``: the
+        shares, skewness, conjunctions and ratios).
     on_trial
         Called with every trial record as it happens (the CLI streams them to ``candidates.jsonl``).
     progress
@@ -105,7 +108,8 @@ class Loop:
                  final_client: EngineClient | None = None, budget: int = 100, seed: int = 0,
                  rebase_after: int = 20, max_depth: int = 2, explore_rows: int | None = 10_000,
                  forest: dict[str, Any] | None = None, final_forest: dict[str, Any] | None = None,
-                 policy_options: dict[str, Any] | None = None, on_trial: Callable[[dict], None] | None = None,
+                 policy_options: dict[str, Any] | None = None, generator_options: dict[str, Any] | None = None,
+                 on_trial: Callable[[dict], None] | None = None,
                  progress: Callable[[str], None] | None = None) -> None:
         if budget < 1:
             raise ValueError(f"budget must be at least 1, got {budget}")
@@ -114,12 +118,13 @@ class Loop:
             raise ValueError("the target needs labelled rows of at least two classes")
         self.db = db
         self.labels = db.label_values()
-        self.generator = Generator(db, max_depth=max_depth)
+        self.generator = Generator(db, max_depth=max_depth, **(generator_options or {}))
         # a policy of the user's computes its candidates on every row: no sample then
         self.sample = None if policy is not None else _sample(np.asarray(db.labels), labelled, explore_rows, seed)
         self.explore_db = db if self.sample is None else db.subset(self.sample)
         if policy is None:
-            gen = self.generator if self.sample is None else Generator(self.explore_db, max_depth=max_depth)
+            gen = self.generator if self.sample is None else Generator(self.explore_db, max_depth=max_depth,
+                                                                       **(generator_options or {}))
             policy = ThompsonPolicy(gen, np.asarray(self.explore_db.labels), self.explore_db.labelled, seed=seed,
                                     **(policy_options or {}))
         self.policy = policy

@@ -40,6 +40,7 @@ from scipy.stats import t as student_t
 
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
+    EXTENDED_OPERATORS,
     OPERATORS,
     Aggregate,
     Combination,
@@ -174,6 +175,13 @@ class Policy:
         raise NotImplementedError
 
 
+def _divisor(c: Candidate) -> bool:
+    """Whether a ratio may divide by the candidate's values: all of one sign, none zero (b/a is then a decreasing
+    function of a/b, the same feature to trees: one order of a pair is enough)."""
+    v = c.values[~np.isnan(c.values)]
+    return v.size > 0 and (bool(np.all(v > 0)) or bool(np.all(v < 0)))
+
+
 @dataclass
 class _Arm:
     n: float = 0.0
@@ -191,7 +199,7 @@ class _Beam:
 
 def complexity(f: Family) -> int:
     """Conditions, nestings and steps beyond the first (of the family and of its inner one)."""
-    n = (f.cond is not None) + max(len(f.path) - 1, 0)
+    n = (f.cond is not None) + (f.cond2 is not None) + max(len(f.path) - 1, 0)
     return n + (1 + complexity(f.inner) if f.inner is not None else 0)
 
 
@@ -297,6 +305,8 @@ class ThompsonPolicy(Policy):
         has the measurements).
     prior
         Pseudo-observations of reward 0 in every facet (how slowly early results move a facet).
+    operators
+        The combination operators (default: FCTree's, and the ratio when the generator's space is extended).
     simplicity
         Prior preference for simple families: a family's score is lowered by this much per condition, per
         nesting and per step beyond the first (a draw overcomes it once the facets show rewards).
@@ -318,7 +328,7 @@ class ThompsonPolicy(Policy):
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
                  shadow_every: int = 8, z: float = 1.5, relevance_gate: float | None = None, min_gain: float = 0.0,
                  beam: int = 10,
-                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] = OPERATORS,
+                 prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
@@ -332,6 +342,8 @@ class ThompsonPolicy(Policy):
         self.min_gain = min_gain
         self.beam_size = beam
         self.prior = prior
+        if operators is None:  # the ratio belongs to the extended space
+            operators = OPERATORS + (EXTENDED_OPERATORS if generator.extended else ())
         self.operators = operators
         self.screen = screen
         self.relevance_weight = relevance_weight
@@ -465,7 +477,7 @@ class ThompsonPolicy(Policy):
         path, where = f.path, f.where
         if f.inner is not None and where is None:
             path, where = (*f.path, *f.inner.path), f.inner.where
-        if where is None or where.op != "=" or (path, where) in self._expanded:
+        if where is None or where.op != "=" or where.also is not None or (path, where) in self._expanded:
             return c
         self._expanded.add((path, where))
         table = self.generator.db.tables[path[-1].child]
@@ -566,6 +578,9 @@ class ThompsonPolicy(Policy):
         best = best[: self.beam_size]
         if op in ("sqrt", "square"):
             pairs = [(a, None) for a in best]
+        elif op == "div":  # over a divisor of one sign, never zero: a quantity (a count, a size, a mass)
+            pairs = [(a, b) if _divisor(b) else (b, a) for j, a in enumerate(best) for b in best[j + 1:]
+                     if _divisor(b) or _divisor(a)]
         else:
             pairs = [(a, b) for j, a in enumerate(best) for b in best[j + 1:]]
         for a, b in pairs:

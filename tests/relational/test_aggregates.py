@@ -12,12 +12,17 @@ from streamforest.relational.candidates import Aggregate, Condition, Generator, 
 from streamforest.relational.synthetic import make_relational
 
 
-def slow(func: str, groups: np.ndarray, n: int, x: np.ndarray | None, t: np.ndarray | None) -> np.ndarray:
+def slow(func: str, groups: np.ndarray, n: int, x: np.ndarray | None, t: np.ndarray | None,
+         sizes: np.ndarray | None = None) -> np.ndarray:
+    """Per group; ``sizes``: each group's rows before any condition (what ``share`` divides by)."""
     out = np.full(n, np.nan)
     for g in range(n):
         rows = [i for i in range(groups.size) if groups[i] == g]
         vals = [x[i] for i in rows] if x is not None else []
-        if func == "count":
+        if func == "share":
+            size = len(rows) if sizes is None else sizes[g]
+            out[g] = len(rows) / size if size else np.nan
+        elif func == "count":
             out[g] = len(rows)
         elif func == "sum":
             out[g] = sum(vals)
@@ -30,6 +35,10 @@ def slow(func: str, groups: np.ndarray, n: int, x: np.ndarray | None, t: np.ndar
         elif func == "std":
             m = sum(vals) / len(vals)
             out[g] = (sum((v - m) ** 2 for v in vals) / len(vals)) ** 0.5
+        elif func == "skew":
+            m = sum(vals) / len(vals)
+            m2, m3 = (sum((v - m) ** k for v in vals) / len(vals) for k in (2, 3))
+            out[g] = np.nan if len(vals) < 3 else 0.0 if m2 == 0 else m3 / m2**1.5
         elif func == "min":
             out[g] = min(vals)
         elif func == "max":
@@ -72,17 +81,26 @@ def test_reduce_index_on_unsorted_rows_with_conditions(func, nominal):
     starts, rows = agg.index(owner, n)
     assert starts[-1] == (owner >= 0).sum()
     assert all(np.all(np.diff(rows[a:b]) > 0) for a, b in itertools.pairwise(starts))  # row order in each group
-    for op, threshold in ((agg.NO_CONDITION, 0.0), (agg.EQUAL, 1.0), (agg.GREATER, 0.0)):
-        keep = owner >= 0
-        keep &= True if op == agg.NO_CONDITION else (cond == threshold) if op == agg.EQUAL else (cond > threshold)
-        if func != "count":
+    cond2 = rng.normal(size=m)
+    sizes = np.bincount(owner[owner >= 0], minlength=n)
+
+    def meets(c: np.ndarray, op: int, threshold: float) -> np.ndarray:
+        return np.ones(m, dtype=bool) if op == agg.NO_CONDITION else (c == threshold) if op == agg.EQUAL else (
+            c > threshold)
+
+    for (op, threshold), (op2, threshold2) in itertools.product(
+            ((agg.NO_CONDITION, 0.0), (agg.EQUAL, 1.0), (agg.GREATER, 0.0)),
+            ((agg.NO_CONDITION, 0.0), (agg.GREATER, 0.3))):
+        keep = (owner >= 0) & meets(cond, op, threshold) & meets(cond2, op2, threshold2)
+        if func not in agg.ROWS:
             keep &= present
         order = np.argsort(owner[keep], kind="stable")
         g, xs, ts = owner[keep][order], x[keep][order].astype(np.float64), t[keep][order]
         # the reference sorts unknown times after every known one, as the kernel does
-        expected = slow(func, g, n, xs, np.where(np.isnan(ts), np.inf, ts))
-        got = agg.reduce_index(func, starts, rows, x, nominal, cond, op, threshold, t)
-        np.testing.assert_allclose(got, expected, equal_nan=True, rtol=1e-12, atol=1e-12, err_msg=f"{func} {op}")
+        expected = slow(func, g, n, xs, np.where(np.isnan(ts), np.inf, ts), sizes)
+        got = agg.reduce_index(func, starts, rows, x, nominal, cond, op, threshold, t, cond2, op2, threshold2)
+        np.testing.assert_allclose(got, expected, equal_nan=True, rtol=1e-12, atol=1e-12,
+                                   err_msg=f"{func} {op} {op2}")
 
 
 def test_reduce_empty_input():
@@ -113,16 +131,21 @@ def _reference(db, f: Aggregate) -> np.ndarray:
 
     def value(f, owner_rows, groupset):
         tab, rs = rows_of(f.path, owner_rows)
-        if f.where is not None:
-            col = tab.columns[f.where.column]
+        size = len(rs)
+        c = f.where
+        while c is not None:
+            col = tab.columns[c.column]
             if col.nominal:
-                rs = [j for j in rs if col.values[j] >= 0 and col.categories[col.values[j]] == f.where.value]
-            elif f.where.op == "=":
-                rs = [j for j in rs if col.values[j] == f.where.value]
+                rs = [j for j in rs if col.values[j] >= 0 and col.categories[col.values[j]] == c.value]
+            elif c.op == "=":
+                rs = [j for j in rs if col.values[j] == c.value]
             else:
-                rs = [j for j in rs if col.values[j] > f.where.value]
+                rs = [j for j in rs if col.values[j] > c.value]
+            c = c.also
         if f.func == "count":
             return float(len(rs))
+        if f.func == "share":
+            return len(rs) / size if size else np.nan
         if f.inner is not None:
             vals = [value(f.inner, {j}, None) for j in rs]
         else:
@@ -149,10 +172,14 @@ FEATURES = [
     Aggregate("min", (ORDER,), inner=Aggregate("count", (ITEM,), where=Condition("category", "=", "a")),
               where=Condition("channel", "=", "store")),
     Aggregate("sum", (ORDER,), inner=Aggregate("mean", (ITEM,), "quantity")),
+    Aggregate("share", (ORDER, ITEM), where=Condition("category", "=", "c")),
+    Aggregate("count", (ORDER, ITEM), where=Condition("category", "=", "c", Condition("price", ">", 40.0))),
+    Aggregate("share", (ORDER,), where=Condition("channel", "=", "web", Condition("amount", ">", 50.0))),
+    Aggregate("mean", (ORDER,), inner=Aggregate("share", (ITEM,), where=Condition("quantity", ">", 2.0))),
 ]
 
 
-@pytest.mark.parametrize("feature", FEATURES, ids=lambda f: f.func)
+@pytest.mark.parametrize("feature", FEATURES, ids=lambda f: f.func + ("_and" if f.where and f.where.also else ""))
 def test_generator_values_match_reference(feature):
     db = make_relational(n_targets=25, orders_per_target=2.5, items_per_order=2.5, seed=3)
     got = Generator(db).values(feature)

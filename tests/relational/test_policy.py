@@ -34,7 +34,7 @@ def test_shadows_are_permutations_on_labelled_rows_only():
     shadow = next(c for c in seen if c.shadow)
     base = next(c for c in seen if c.definition == shadow.definition.split("(", 1)[1][:-1])
     lab = db.labelled
-    assert sorted(shadow.values[lab].tolist()) == sorted(base.values[lab].tolist())
+    np.testing.assert_array_equal(np.sort(shadow.values[lab]), np.sort(base.values[lab]))  # NaN last in both
     assert not np.array_equal(shadow.values[lab], base.values[lab])
     np.testing.assert_array_equal(shadow.values[~lab], base.values[~lab])
 
@@ -251,3 +251,4 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
     nominal = 1 - norm.cdf(loop.policy.z)
     assert len(noise) >= 80
     assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
+
