@@ -393,7 +393,7 @@ class ForestDriver:
         self._scored = w.n_seen
         if n <= 0:
             return 0
-        order = w.order()[-n:]
+        order = w.order(n)
         y = w.labels(order)
         errors = self._errors_of(self.forest, self._forest_keys, order, y)
         if self._old is not None:
