@@ -317,10 +317,12 @@ class ForestDriver:
         elif refresh:
             self._refresh()
 
-    # The methods that grow or score a batch run on one thread (single_thread as a decorator): a generation on a
+    # The methods that grow a generation run on one thread (single_thread as a decorator): a generation on a
     # window is a few milliseconds of work, and on one thread it never waits for a busy core (measured on 2 shared
     # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
-    # thread count at all (that cost 10% of the time of a stream).
+    # thread count at all (that cost 10% of the time of a stream), nor does the detector's batch: its samples
+    # (DRIFT_BATCH as a rule) are fewer than SERIAL_BELOW, routed by the serial kernels (a larger batch gets one
+    # thread from threads_for when small), and a cut it makes grows through _replace.
 
     def _grown(self) -> None:
         """After a growth: the schedule counts from here, and the alive trees are packed once for the predictions
@@ -384,7 +386,6 @@ class ForestDriver:
         self._errors[:] = np.nan
         self._replace()
 
-    @single_thread()
     def _detect(self) -> int:
         """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
         samples came after it (see :meth:`_since_change`), else 0."""
