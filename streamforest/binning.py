@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 #: The bin reserved for missing values (NaN, None, unseen categories).
 MISSING_BIN = 255
@@ -41,6 +42,42 @@ def _as_float(values: np.ndarray, name: str) -> np.ndarray:
     if np.isinf(out).any():
         raise ValueError(f"feature {name!r}: infinite values are not allowed (use NaN for missing)")
     return out
+
+
+@njit(cache=True)
+def _bin_sorted(edges: np.ndarray, n: int, v: float) -> int:
+    # How many of the first n (ascending) edges lie below v: numpy's searchsorted(side="left").
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if edges[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True)
+def _bin_numeric(edges: np.ndarray, x: np.ndarray, out: np.ndarray) -> bool:
+    """Bins of the numeric column ``x`` into ``out`` (one pass, no temporary arrays); False on an infinite value."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if np.isinf(v):
+            return False
+        out[i] = MISSING_BIN if np.isnan(v) else _bin_sorted(edges, edges.shape[0], v)
+    return True
+
+
+@njit(cache=True)
+def _bin_numeric_row(edges: np.ndarray, n_edges: np.ndarray, x: np.ndarray, at: np.ndarray, out: np.ndarray) -> bool:
+    """Bins of one row's numeric values ``x`` (feature ``at[r]`` against ``edges[r, :n_edges[r]]``) into ``out``;
+    False on an infinite value."""
+    for r in range(x.shape[0]):
+        v = x[r]
+        if np.isinf(v):
+            return False
+        out[at[r]] = MISSING_BIN if np.isnan(v) else _bin_sorted(edges[r], n_edges[r], v)
+    return True
 
 
 @dataclass(frozen=True)
@@ -131,9 +168,13 @@ class ColumnBinner:
             raise ValueError(f"feature {self.name!r}: a column must be 1-D, got shape {values.shape}")
         if self.kind == "nominal":
             return _transform_categories(values, self.categories)
-        x = _as_float(values, self.name)
-        out = np.searchsorted(self.edges, x, side="left").astype(np.uint8)
-        out[np.isnan(x)] = MISSING_BIN
+        try:
+            x = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            x = _as_float(values, self.name)  # raises with its message
+        out = np.empty(x.shape[0], dtype=np.uint8)
+        if not _bin_numeric(self.edges, x, out):
+            _as_float(values, self.name)  # raises with its message
         return out
 
     def threshold(self, bin_index: int) -> float:
@@ -290,12 +331,12 @@ class RowBinner:
 
     def __init__(self, binners: list[ColumnBinner]) -> None:
         self.n_features = len(binners)
-        numeric = [j for j, b in enumerate(binners) if not b.is_nominal]
-        self.numeric = np.array(numeric, dtype=np.int64)
-        width = max([len(binners[j].edges) for j in numeric], default=0)
-        self.edges = np.full((len(numeric), max(width, 1)), np.inf)
-        for r, j in enumerate(numeric):
-            self.edges[r, : len(binners[j].edges)] = binners[j].edges
+        self.numeric = [j for j, b in enumerate(binners) if not b.is_nominal]
+        self._at = np.array(self.numeric, dtype=np.int64)
+        self._n_edges = np.array([len(binners[j].edges) for j in self.numeric], dtype=np.int64)
+        self.edges = np.zeros((len(self.numeric), max(self._n_edges.max(initial=0), 1)))
+        for r, j in enumerate(self.numeric):
+            self.edges[r, : self._n_edges[r]] = binners[j].edges
         self.nominal = [(j, {c: i for i, c in enumerate(binners[j].categories)}) for j, b in enumerate(binners)
                         if b.is_nominal]
 
@@ -306,16 +347,13 @@ class RowBinner:
         (:meth:`ColumnBinner.transform`) then raises with its message.
         """
         out = np.empty(self.n_features, dtype=np.uint8)
-        if self.numeric.size:
+        if self.numeric:
             try:
-                x = np.array([values[j] for j in self.numeric.tolist()], dtype=np.float64)
+                x = np.array([values[j] for j in self.numeric], dtype=np.float64)
             except (TypeError, ValueError):
                 return None
-            if np.isinf(x).any():
+            if not _bin_numeric_row(self.edges, self._n_edges, x, self._at, out):
                 return None
-            bins = (self.edges < x[:, None]).sum(axis=1).astype(np.uint8)
-            bins[np.isnan(x)] = MISSING_BIN
-            out[self.numeric] = bins
         for j, lookup in self.nominal:
             v = values[j]
             out[j] = MISSING_BIN if _is_missing(v) else lookup.get(_category_key(v), MISSING_BIN)

@@ -187,8 +187,17 @@ class FeatureColumns:
         return out
 
     def _bin_mapping(self, X: Mapping, what: str) -> np.ndarray:
-        names = [str(k) for k in X.keys()]
-        # Keys in the forest's own order (one sample at a time from the River adapter) need no set arithmetic.
+        keys = list(X.keys())
+        if keys == self.names:
+            # The names themselves, in the forest's own order (one sample at a time from the River adapter): the
+            # values are the row as they come, with no name lookup.
+            row = list(X.values())
+            if all(isinstance(v, _SCALARS) for v in row):
+                bins = self._bin_row(row)
+                if bins is not None:
+                    return bins[:, None]
+        names = [str(k) for k in keys]
+        # Keys in the forest's own order need no set arithmetic.
         if names != self.names:
             known = set(self.names)
             unknown = [k for k in names if k not in known]

@@ -20,8 +20,10 @@ at a time, and new keys among them. The driver turns the one into the other:
 7. a ``drift_detector`` (River's ``drift.ADWIN(delta=0.05, clock=4)`` unless given; ``drift.NoDrift()`` turns
    detection off) follows the forest's error on every labelled sample it has not learned (0/1 for classes, the
    absolute error for numbers), computed in batches of :data:`DRIFT_BATCH` samples (and before each growth) by the
-   forest's batch prediction. When it signals a change and the error has risen, the window forgets the samples
-   before the most likely change point of the error, and a generation grown on the rest replaces every older one
+   forest's batch prediction (a sample the forest predicted before it was learned, on the same values, keeps
+   the class predicted then: progressive validation routes each sample once). When it signals a change and the
+   error has risen, the window forgets the samples before the most likely change point of the error, and a
+   generation grown on the rest replaces every older one
    at once (the trees of the old concept stop voting, as ARF replaces a tree whose detector fired); once the
    window holds ``grace_period`` samples, a new forest (with bins of the new concept) is grown on them, as at the
    start of the stream; while the window refills, refreshes come every quarter more samples. The batches are
@@ -211,6 +213,11 @@ class ForestDriver:
         self._n_history = 0
         self._temper = 0.0
         self._rise_temper = 0.0
+        # The class the current forest predicted for the sample in each window slot (NaN: none), taken from
+        # predict_proba when the same values are learned next, so that the detector's batch routes only the
+        # samples that were not predicted (progressive validation predicts every one).
+        self._predicted = np.zeros(0)
+        self._last_prediction: tuple[Any, list[Any], list[type], float] | None = None
 
     # ------------------------------------------------------------------ learning
 
@@ -247,6 +254,8 @@ class ForestDriver:
             self.params["window_size"], regression=task == "regression")
         added = window.add(x, target)  # may refuse x: nothing has changed until it accepts it
         self.task, self.window = task, window
+        if self._last_prediction is not None:
+            self._note_prediction(x)
         if task == "classification":
             if target == len(self.labels):
                 self._codes[y] = target
@@ -257,6 +266,22 @@ class ForestDriver:
             self._in_forest = np.concatenate([self._in_forest, np.zeros(len(added), dtype=np.bool_)])
             self._pending = np.concatenate([self._pending, np.asarray(added, dtype=np.int64)])
         self._schedule(target)
+
+    def _note_prediction(self, x: Mapping[Hashable, Any]) -> None:
+        """Keep the class of the last prediction for the sample just added, if it was made by the current forest
+        on the same values (same types too: ``1``, ``1.0`` and ``True`` are equal but need not share a category)."""
+        trees, row, types, predicted = self._last_prediction
+        self._last_prediction = None
+        w = self.window
+        slot = (w.n_seen - 1) % w.size
+        if self._predicted.size != w.size:
+            self._predicted = np.full(w.size, np.nan)
+        self._predicted[slot] = np.nan
+        if trees is not self.forest.alive_trees():
+            return
+        now = [x.get(key) for key, _ in self._forest_keys]
+        if now == row and list(map(type, now)) == types:
+            self._predicted[slot] = predicted
 
     def _schedule(self, target: float | int) -> None:
         w = self.window
@@ -292,10 +317,12 @@ class ForestDriver:
         elif refresh:
             self._refresh()
 
-    # The methods that grow or score a batch run on one thread (single_thread as a decorator): a generation on a
+    # The methods that grow a generation run on one thread (single_thread as a decorator): a generation on a
     # window is a few milliseconds of work, and on one thread it never waits for a busy core (measured on 2 shared
     # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
-    # thread count at all (that cost 10% of the time of a stream).
+    # thread count at all (that cost 10% of the time of a stream), nor does the detector's batch: its samples
+    # (DRIFT_BATCH as a rule) are fewer than SERIAL_BELOW, routed by the serial kernels (a larger batch gets one
+    # thread from threads_for when small), and a cut it makes grows through _replace.
 
     def _grown(self) -> None:
         """After a growth: the schedule counts from here, and the alive trees are packed once for the predictions
@@ -304,6 +331,7 @@ class ForestDriver:
         The sums are those of the generation-by-generation routing to the bit."""
         self._last_growth = self.window.n_seen
         self.forest.alive_trees()
+        self._predicted[:] = np.nan
 
     @single_thread()
     def _refresh(self) -> None:
@@ -358,7 +386,6 @@ class ForestDriver:
         self._errors[:] = np.nan
         self._replace()
 
-    @single_thread()
     def _detect(self) -> int:
         """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
         samples came after it (see :meth:`_since_change`), else 0."""
@@ -367,7 +394,7 @@ class ForestDriver:
         self._scored = w.n_seen
         if n <= 0:
             return 0
-        order = w.order()[-n:]
+        order = w.order(n)
         y = w.labels(order)
         errors = self._errors_of(self.forest, self._forest_keys, order, y)
         if self._old is not None:
@@ -465,11 +492,22 @@ class ForestDriver:
     def _errors_of(self, forest: FeatureStreamForest, keys: list[tuple[Hashable, str]], order: np.ndarray,
                    y: np.ndarray) -> np.ndarray:
         """The errors of ``forest`` (whose features are ``keys``) on the window's samples ``order``."""
-        w = self.window
-        columns = {name: w.column(w.index[key], order) for key, name in keys}
         if self.regression:
-            return np.abs(forest.predict(columns) - y)
-        return (forest.classes_[np.argmax(forest.predict_proba(columns), axis=1)] != y).astype(float)
+            return np.abs(forest.predict(self._columns(keys, order)) - y)
+        predicted = self._predicted[order] if forest is self.forest and self._predicted.size else np.full(order.size,
+                                                                                                          np.nan)
+        routed = np.isnan(predicted)
+        if routed.any():
+            # The samples not predicted by this forest before they were learned (the others' classes are kept):
+            # the same classes, each sample being routed on its own.
+            p = forest.predict_proba(self._columns(keys, order[routed]))
+            predicted[routed] = forest.classes_[np.argmax(p, axis=1)]
+        return (predicted != y).astype(float)
+
+    def _columns(self, keys: list[tuple[Hashable, str]], order: np.ndarray) -> dict[str, np.ndarray]:
+        """The window's samples ``order`` as the forest's columns (``keys``: River key, feature name)."""
+        w = self.window
+        return {name: w.column(w.index[key], order) for key, name in keys}
 
     def _follow_transition(self, order: np.ndarray, y: np.ndarray) -> int:
         """While a change of concept goes on, how many of the latest samples follow the latest rise of the old
@@ -575,8 +613,7 @@ class ForestDriver:
     def _set_samples(self) -> None:
         w = self.window
         order = w.order()
-        columns = {name: w.column(w.index[key], order) for key, name in self._forest_keys}
-        self.forest.set_samples(columns, w.labels(order))
+        self.forest.set_samples(self._columns(self._forest_keys, order), w.labels(order))
 
     @single_thread()
     def _add_keys(self, ready: np.ndarray) -> None:
@@ -610,8 +647,13 @@ class ForestDriver:
             p = old.predict_proba({name: x.get(key) for key, name in keys})[0]
             classes = self._old_classes
         else:
-            p = self.forest.predict_proba(self._row(x))[0]
+            named = self._row(x)
+            row = list(named.values())
+            p = self.forest.predict_proba(named)[0]
             classes = self._classes
+            if not self.regression:
+                self._last_prediction = (self.forest.alive_trees(), row, list(map(type, row)),
+                                         float(self.forest.classes_[np.argmax(p)]))
         k = p.size
         temper = max(self._temper, self._rise_temper)
         if temper and k > 1:

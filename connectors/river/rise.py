@@ -37,8 +37,10 @@ def rise_point(errors: np.ndarray, start: int, length: int, min_side: int, strid
     size = errors.size
     total = 0.0
     m = 0
-    for i in range(length):
-        v = errors[(start + i) % size]
+    at = start
+    for _ in range(length):  # the ring's slots in order, wrapped by a comparison (no division per slot)
+        v = errors[at]
+        at = at + 1 if at + 1 < size else 0
         if not math.isnan(v):
             total += v
             m += 1
@@ -48,8 +50,10 @@ def rise_point(errors: np.ndarray, start: int, length: int, min_side: int, strid
     whole = _loglik(total, m)
     k0 = 0.0
     n0 = 0
-    for i in range(length):
-        v = errors[(start + i) % size]
+    at = start
+    for _ in range(length):
+        v = errors[at]
+        at = at + 1 if at + 1 < size else 0
         if math.isnan(v):
             continue
         k0 += v

@@ -65,6 +65,7 @@ class SampleWindow:
         self.keys: list[Hashable] = []
         self.index: dict[Hashable, int] = {}
         self.nominal: list[bool] = []
+        self._has_nominal = False
         self.n_seen = 0
         self._first = 0  # the number (in order of arrival) of the oldest sample not forgotten
         self._count = np.zeros(0, dtype=np.int64)
@@ -104,16 +105,21 @@ class SampleWindow:
         """
         writes: list[tuple[int, Any]] = []
         new: list[tuple[Hashable, Any]] = []
+        index, nominal = self.index, self.nominal
         for key, v in x.items():
-            if _is_missing(v):
+            kind = type(v)
+            if kind is float:  # the common case first: a float is missing when NaN
+                if v != v:
+                    continue
+            elif _is_missing(v):
                 continue
-            j = self.index.get(key)
+            j = index.get(key)
             if j is None:
                 if not (isinstance(v, str) or _is_number(v)):
                     raise TypeError(f"feature {key!r}: numbers, booleans or strings expected, got {type(v).__name__}")
                 new.append((key, v))
-            elif not self.nominal[j]:
-                if not _is_number(v):
+            elif not nominal[j]:
+                if kind not in _PLAIN_NUMBERS and not _is_number(v):
                     raise TypeError(f"feature {key!r} has had numeric values; got {v!r}")
                 writes.append((j, v))
             else:
@@ -130,6 +136,7 @@ class SampleWindow:
                 self.keys.append(key)
                 self.index[key] = j
                 self.nominal.append(isinstance(v, str))
+                self._has_nominal = self._has_nominal or isinstance(v, str)
                 writes.append((j, v))
                 added.append(j)
 
@@ -139,23 +146,29 @@ class SampleWindow:
             self._count[:n] -= self._present[:n, slot]
         self._present[:n, slot] = False
         self._values[:n, slot] = np.nan
-        self._objects[:n, slot] = None
+        if self._has_nominal:  # the object rows of numeric keys only ever hold None
+            self._objects[:n, slot] = None
+        values, objects, present, count, nominal = self._values, self._objects, self._present, self._count, self.nominal
         for j, v in writes:
-            if self.nominal[j]:
+            if nominal[j]:
                 # A category keeps its Python value (numbers too); numpy scalars become plain ones.
-                self._objects[j, slot] = v.item() if isinstance(v, np.generic) else v
+                objects[j, slot] = v.item() if isinstance(v, np.generic) else v
             else:
-                self._values[j, slot] = float(v)
-            self._present[j, slot] = True
-            self._count[j] += 1
+                values[j, slot] = float(v)
+            present[j, slot] = True
+            count[j] += 1
         self._y[slot] = y
         self.n_seen += 1
         return added
 
-    def order(self) -> np.ndarray:
-        """Slots of the held samples, oldest first."""
-        n = len(self)
-        return (np.arange(n) + (self.n_seen - n)) % self.size
+    def order(self, last: int | None = None) -> np.ndarray:
+        """Slots of the held samples (of the ``last`` latest only, if given), oldest first."""
+        n = len(self) if last is None else min(max(0, last), len(self))
+        start = (self.n_seen - n) % self.size
+        out = np.arange(start, start + n)
+        if start + n > self.size:  # wraps around the ring (a subtraction: a modulo per slot costs 4x as much)
+            out[self.size - start:] -= self.size
+        return out
 
     def forget(self, keep: int) -> None:
         """Drop all but the latest ``keep`` samples (the window then refills up to ``size``); keys stay known."""

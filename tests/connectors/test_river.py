@@ -296,6 +296,29 @@ def post_drift_accuracy(model, stream, start: int, stop: int) -> float:
     return acc.get()
 
 
+def test_the_detector_sees_the_same_errors_whether_samples_were_predicted_before_learning_or_not():
+    # The detector's batch reuses the class predicted for a sample learned next with the same values by the same
+    # forest: predicting first, not predicting, or predicting other values changes nothing it sees.
+    stream = [*STAGGER[SWITCH - 300:SWITCH], *STAGGER[-300:]]
+    held_out = [x for x, _ in STAGGER[SWITCH - 400:SWITCH - 300]]
+
+    def learn(predict) -> tuple:
+        model = ForestClassifier(**SMALL, seed=2)
+        for x, y in stream:
+            predict(model, x)
+            model.learn_one(x, y)
+        d = model._driver
+        return (model.n_drifts_detected, d._errors[~np.isnan(d._errors)].tolist(), d._temper, d._rise_temper,
+                [model.predict_proba_one(x) for x in held_out])
+
+    ref = learn(lambda model, x: None)
+    assert ref[0] >= 1  # the switch is detected: the errors fed matter
+    assert learn(lambda model, x: model.predict_proba_one(x)) == ref
+    # Other values (each feature's next value; 1.0 for the int 1): the prediction is not the learned sample's.
+    assert learn(lambda model, x: model.predict_proba_one({k: (v + 1) % 3 for k, v in x.items()})) == ref
+    assert learn(lambda model, x: model.predict_proba_one({k: {1: 1.0}.get(v, v) for k, v in x.items()})) == ref
+
+
 def test_after_an_abrupt_switch_the_classifier_recovers_within_200_samples():
     model = ForestClassifier(seed=3)
     recovered = post_drift_accuracy(model, STAGGER, SWITCH + 200, 2 * SWITCH)
