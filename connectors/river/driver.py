@@ -254,8 +254,7 @@ class ForestDriver:
             self.params["window_size"], regression=task == "regression")
         added = window.add(x, target)  # may refuse x: nothing has changed until it accepts it
         self.task, self.window = task, window
-        if self._last_prediction is not None:
-            self._note_prediction(x)
+        self._note_prediction(x)
         if task == "classification":
             if target == len(self.labels):
                 self._codes[y] = target
@@ -268,15 +267,20 @@ class ForestDriver:
         self._schedule(target)
 
     def _note_prediction(self, x: Mapping[Hashable, Any]) -> None:
-        """Keep the class of the last prediction for the sample just added, if it was made by the current forest
-        on the same values (same types too: ``1``, ``1.0`` and ``True`` are equal but need not share a category)."""
-        trees, row, types, predicted = self._last_prediction
-        self._last_prediction = None
+        """The class of the sample just added in its slot: the last prediction's, if the current forest made it on
+        the same values (same types too: ``1``, ``1.0`` and ``True`` are equal but need not share a category), else
+        none (the slot may hold an earlier sample's class: without refreshes the window wraps between growths)."""
+        last, self._last_prediction = self._last_prediction, None
+        if last is None and not self._predicted.size:
+            return
         w = self.window
         slot = (w.n_seen - 1) % w.size
         if self._predicted.size != w.size:
             self._predicted = np.full(w.size, np.nan)
         self._predicted[slot] = np.nan
+        if last is None:
+            return
+        trees, row, types, predicted = last
         if trees is not self.forest.alive_trees():
             return
         now = [x.get(key) for key, _ in self._forest_keys]

@@ -319,6 +319,24 @@ def test_the_detector_sees_the_same_errors_whether_samples_were_predicted_before
     assert learn(lambda model, x: model.predict_proba_one({k: {1: 1.0}.get(v, v) for k, v in x.items()})) == ref
 
 
+def test_a_sample_learned_without_a_prediction_never_takes_an_earlier_samples_class():
+    # A window slot keeps the class predicted for its sample until the next growth: a later sample in the same slot
+    # learned without a prediction is routed, not given that class. No scheduled refreshes (refresh_every=None), so
+    # the window wraps between growths; predictions stop half way.
+    data = list(datasets.Phishing())[:600]
+
+    def learn(predict_until: int) -> tuple:
+        model = ForestClassifier(window_size=100, grace_period=20, refresh_every=None, seed=1)
+        for i, (x, y) in enumerate(data):
+            if i < predict_until:
+                model.predict_proba_one(x)
+            model.learn_one(x, y)
+        d = model._driver
+        return model.n_drifts_detected, d._errors[~np.isnan(d._errors)].tolist()
+
+    assert learn(300) == learn(0)
+
+
 def test_after_an_abrupt_switch_the_classifier_recovers_within_200_samples():
     model = ForestClassifier(seed=3)
     recovered = post_drift_accuracy(model, STAGGER, SWITCH + 200, 2 * SWITCH)
