@@ -190,36 +190,32 @@ class FeatureColumns:
         keys = list(X.keys())
         if keys == self.names:
             # The names themselves, in the forest's own order (one sample at a time from the River adapter): the
-            # values are the row as they come, with no name lookup.
+            # values as they come, with no name lookup and no set arithmetic.
             row = list(X.values())
-            if all(isinstance(v, _SCALARS) for v in row):
-                bins = self._bin_row(row)
-                if bins is not None:
-                    return bins[:, None]
-        names = [str(k) for k in keys]
-        # Keys in the forest's own order need no set arithmetic.
-        if names != self.names:
-            known = set(self.names)
-            unknown = [k for k in names if k not in known]
-            if unknown:
-                raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
-            given = set(names)
-            missing = [k for k in self.names if k not in given]
-            if missing:
-                raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
-        by_name = {str(k): k for k in X.keys()}
-        row = [X[by_name[name]] for name in self.names]
+        else:
+            names = [str(k) for k in keys]
+            if names != self.names:
+                known = set(self.names)
+                unknown = [k for k in names if k not in known]
+                if unknown:
+                    raise ValueError(f"{what} has unknown feature names: {unknown[:10]}")
+                given = set(names)
+                missing = [k for k in self.names if k not in given]
+                if missing:
+                    raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
+            by_name = {str(k): k for k in keys}
+            row = [X[by_name[name]] for name in self.names]
         if all(isinstance(v, _SCALARS) for v in row):
             bins = self._bin_row(row)
             if bins is not None:
                 return bins[:, None]
-        lengths = {np.asarray(X[k]).shape[0] if np.ndim(X[k]) else 1 for k in X.keys()}
+        lengths = {np.asarray(v).shape[0] if np.ndim(v) else 1 for v in row}
         if len(lengths) != 1:
             raise ValueError(f"{what}: columns differ in length ({sorted(lengths)})")
         m = lengths.pop()
         out = np.empty((len(self.binners), m), dtype=np.uint8)
-        for j, (name, b) in enumerate(zip(self.names, self.binners, strict=True)):
-            out[j] = b.transform(np.atleast_1d(np.asarray(X[by_name[name]])))
+        for j, (v, b) in enumerate(zip(row, self.binners, strict=True)):
+            out[j] = b.transform(np.atleast_1d(np.asarray(v)))
         return out
 
     def _bin_row(self, row: list[Any]) -> np.ndarray | None:
