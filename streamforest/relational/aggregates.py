@@ -22,7 +22,8 @@ NOMINAL = ("nunique", "mode_share", "first", "last")
 OUTER = ("mean", "min", "max", "sum", "std")
 #: Reductions of the rows alone (no column): how many meet the conditions, and what share of the group's rows.
 ROWS = ("count", "share")
-FUNCS = ("count", *NUMERIC[:-1], "mode_share", "share", "skew")
+#: Every reduction; its position is the code the kernel reads (``_reduce``'s ``func``).
+FUNCS = ("count", "sum", "mean", "min", "max", "std", "nunique", "first", "last", "mode_share", "share", "skew")
 #: Condition operators of :func:`reduce_index`.
 NO_CONDITION, EQUAL, GREATER = 0, 1, 2
 _CODE = {f: i for i, f in enumerate(FUNCS)}
