@@ -455,8 +455,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped(), self._narrow(),
                                        self.n_samples_)
         gen = self._make_generation(gen_id, forced, log_w, subspaces, split_ks, min_leaf)
-        if (self.min_samples_leaf == "auto" and self._narrow() and growth.LEAF_CHOICES
-                and self.n_samples_ >= growth.LEAF_CHOICE_FROM):
+        if self.min_samples_leaf == "auto" and self._narrow() and self.n_samples_ >= growth.LEAF_CHOICE_FROM:
             gen = self._least_oob_error(gen, [self._make_generation(gen_id, forced, log_w, subspaces, split_ks,
                                                                     np.maximum(1.0, min_leaf * m))
                                               for m in growth.LEAF_CHOICES])
