@@ -38,7 +38,8 @@ QUICK = ("diabetes", "banknote-authentication", "blood-transfusion-service-cente
 #: The authors' trees: a subspace per tree, searched whole at every split (``split_features=None``: the library's
 #: default falls back to per-split sampling on narrow streams, which the paper does not do), thresholds at bin edges.
 PAPER = {"trees_per_generation": 30, "max_features": 2 / 3, "max_depth": 6, "min_samples_leaf": 1,
-         "split_features": None, "split_threshold": "edge"}
+         "split_features": None, "split_threshold": "edge",
+         "numeric_categories": "categories"}
 
 
 @dataclass

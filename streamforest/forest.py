@@ -13,6 +13,7 @@ fit (:mod:`streamforest.samples`), prediction and importances (:mod:`streamfores
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -77,8 +78,9 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         Depth limit of the trees (``None``: unlimited).
     min_samples_leaf
         Least (bootstrap-weighted) number of samples in a leaf, or ``"auto"``: while the stream is narrow, the
-        square root of the training samples, at least 6 and at most 12 (:func:`streamforest.growth.auto_leaf`; see
-        *Narrow streams*); then 6 until the stream is wider than ``max_subspace`` can follow, and 8 from then on
+        square root of the training samples, at least 6 and at most 12 (:func:`streamforest.growth.auto_leaf`), or
+        from 100 training samples on that, half or twice it, whichever errs least out of bag (see *Narrow streams*);
+        then 6 until the stream is wider than ``max_subspace`` can follow, and 8 from then on
         (see *Wide streams*). A tree keeps the leaf size it was grown with.
     min_category_size
         In a node, categories of a nominal feature with less (bootstrap-weighted) samples than this are not placed
@@ -99,6 +101,16 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         where the node lacks values other samples have. ``"midpoint"`` is not the default: on the paper's datasets
         of at most 4 features it was ahead on the half tuned on and level on the other (``python -m
         scenarios.low_dimensional``, README has the figures).
+    numeric_categories
+        How the trees split a nominal feature whose categories are numbers (at least three, :meth:`add_feature`):
+        ``"categories"`` (the paper), by sets of categories; ``"order"``, by a threshold on the numbers' order, as
+        a numeric feature (unseen categories go with the missing values); or ``"auto"``: the generation of its
+        arrival is grown both ways on the same bootstrap samples, and the rule whose trees err less on the
+        samples they left out (Brier score, or squared error for regression) is the feature's from then on. The
+        codes of a nominal feature are often ordinal (age groups, grades) and often not, and the out-of-bag error
+        tells which on the data itself (on the paper's datasets of at most 4 features, ``python -m
+        scenarios.low_dimensional``, the README has the figures). :meth:`fit` splits by sets of categories under
+        ``"auto"``.
     policy
         ``"challenger"`` (forced new feature, bookkeeping weights) or ``"baseline"`` (every feature sampled
         alike, equal weights).
@@ -142,11 +154,17 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     ``1 / (1 - mtry)``, as generations grow on a wider stream): the trees that have seen every feature carry the
     forest, and the earlier ones fade. Their leaves grow with the training samples (``min_samples_leaf="auto"``):
     such trees split every node on the best of the same few features, and on a hundred samples leaves of 6 vote on
-    noise. Past the narrow width, the bookkeeping resumes.
+    noise. How coarse such trees should be is the data's: from :data:`streamforest.growth.LEAF_CHOICE_FROM`
+    training samples on, each narrow generation is grown three times on the same plans and bootstrap samples, with
+    that leaf size, half and twice it, and the one whose trees err least on the samples they left out (Brier score,
+    or squared error) is kept; it costs three growths of a stream of at most three features. Past the narrow width,
+    the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
-    set with the same subspaces and seeds: the feature use, hence the bookkeeping, is unchanged, and the forest is
-    the one it would have been had the samples been there from the start.
+    set with the same subspaces, seeds and leaf sizes: the feature use, hence the bookkeeping, is unchanged, and the
+    forest is the one it would have been had the samples been there from the start, but for what was chosen on the
+    samples of a generation's birth (``min_samples_leaf="auto"``'s leaf sizes on a narrow stream, the split rule
+    of a nominal feature under ``numeric_categories="auto"``).
 
     Examples
     --------
@@ -175,6 +193,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         min_category_size: float = 5,
         split_features: float | str | None = "auto",
         split_threshold: str = "edge",
+        numeric_categories: str = "auto",
         policy: str = "challenger",
         feature_sampling: str = "auto",
         max_subspace: int | None = 64,
@@ -191,6 +210,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self.min_category_size = min_category_size
         self.split_features = split_features
         self.split_threshold = split_threshold
+        self.numeric_categories = numeric_categories
         self.policy = policy
         self.feature_sampling = feature_sampling
         self.max_subspace = max_subspace
@@ -267,6 +287,8 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         """
         start = time.perf_counter()
         binner, binned = self._check_feature(name, values, y, kind)
+        if self.numeric_categories == "order" and binner.numbers_in_order:
+            binner = dataclasses.replace(binner, ordered=True)
         if self._store is None:
             self._set_labels(y)
             self._store = ColumnStore(binned.shape[0])
@@ -285,7 +307,26 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         else:
             log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [name], log_w, masks)
+        if self.numeric_categories == "auto" and binner.numbers_in_order:
+            self._choose_category_rule(binner)
         return self._settle(name, before, start)
+
+    def _choose_category_rule(self, binner: ColumnBinner) -> None:
+        """The newest feature's generation (grown splitting it by sets of categories) against the same trees'
+        plans grown splitting it as numbers: the rule whose trees err less out of bag (Brier score, or squared
+        error) is the feature's from now on (a tie keeps sets)."""
+        by_sets = self._generations[-1]
+        self._columns.replace_last(dataclasses.replace(binner, ordered=True))
+        by_order = self._make_generation(by_sets.id, by_sets.forced, by_sets.log_weight, by_sets.subspaces,
+                                         by_sets.split_ks, by_sets.min_leaf)
+        sets_error, order_error = self._generation_oob_error(by_sets), self._generation_oob_error(by_order)
+        if sets_error is None or order_error is None or order_error >= sets_error:
+            self._columns.replace_last(binner)
+            return
+        self._oob_apply(by_sets, -1.0)
+        self._generations[-1] = by_order
+        self._packed = None
+        self._oob_apply(by_order, +1.0)
 
     def refresh(self) -> FeatureReport:
         """Grow a generation with no forced feature on the current samples, so that the forest follows them.
@@ -406,7 +447,6 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
 
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, masks: np.ndarray) -> None:
         subspaces = sampling.masks_to_subspaces(masks)
-        seeds = growth.tree_seeds(self._seed, gen_id, len(subspaces))
         if self._narrow():
             k = sampling.narrow_split_size(self.n_features_in_, self.max_features, self.max_subspace)
             split_ks = np.full(len(subspaces), k, dtype=np.int64)
@@ -414,14 +454,34 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
             split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
         min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped(), self._narrow(),
                                        self.n_samples_)
-        # The out-of-bag leaves come with the trees (found by the threads that grew them), for the sums below.
-        leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
-        trees = self._grow(subspaces, seeds, split_ks, min_leaf, leaves)
-        gen = Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
-                         split_ks=split_ks, min_leaf=min_leaf, oob_leaves=leaves)
+        gen = self._make_generation(gen_id, forced, log_w, subspaces, split_ks, min_leaf)
+        if self.min_samples_leaf == "auto" and self._narrow() and self.n_samples_ >= growth.LEAF_CHOICE_FROM:
+            gen = self._least_oob_error(gen, [self._make_generation(gen_id, forced, log_w, subspaces, split_ks,
+                                                                    np.maximum(1.0, min_leaf * m))
+                                              for m in growth.LEAF_CHOICES])
         self._generations.append(gen)
         self._packed = None
         self._oob_apply(gen, +1.0)
+
+    def _least_oob_error(self, gen: Generation, others: list[Generation]) -> Generation:
+        """Of generations grown from the same plans but for one setting, the one whose trees err least on the
+        samples they left out (:meth:`_generation_oob_error`; ties and unknown errors keep ``gen``)."""
+        best, best_error = gen, self._generation_oob_error(gen)
+        for other in others:
+            error = self._generation_oob_error(other)
+            if best_error is not None and error is not None and error < best_error:
+                best, best_error = other, error
+        return best
+
+    def _make_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray],
+                         split_ks: np.ndarray, min_leaf: np.ndarray) -> Generation:
+        """A generation grown on the current samples from its trees' plans (not yet in the forest)."""
+        seeds = growth.tree_seeds(self._seed, gen_id, len(subspaces))
+        # The out-of-bag leaves come with the trees (found by the threads that grew them), for the out-of-bag sums.
+        leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
+        trees = self._grow(subspaces, seeds, split_ks, min_leaf, leaves)
+        return Generation(gen_id, forced, log_w, trees, subspaces, seeds, born=self.model_version_ + 1,
+                          split_ks=split_ks, min_leaf=min_leaf, oob_leaves=leaves)
 
     # ------------------------------------------------------------------ pruning and the budget of generations
 

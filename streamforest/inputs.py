@@ -141,7 +141,7 @@ class FeatureColumns:
     def __init__(self, binners: list[ColumnBinner] | None = None) -> None:
         self.binners: list[ColumnBinner] = list(binners or [])
         self.names: list[str] = [b.name for b in self.binners]
-        self._nominal = np.array([b.is_nominal for b in self.binners], dtype=np.bool_)
+        self._nominal = np.array([b.splits_by_sets for b in self.binners], dtype=np.bool_)
         self._row_binner: tuple[int, RowBinner] | None = None
         self._values = np.zeros((max(4, len(self.binners)), 3, N_BINS))
         for j, b in enumerate(self.binners):
@@ -154,14 +154,20 @@ class FeatureColumns:
         self.binners.append(binner)
         self.names.append(binner.name)
         # Kept as it grows: the trees take it at every growth, and rebuilding it costs O(features) each time.
-        self._nominal = np.append(self._nominal, binner.is_nominal)
+        self._nominal = np.append(self._nominal, binner.splits_by_sets)
         j = len(self.binners) - 1
         if j == self._values.shape[0]:
             self._values = np.concatenate((self._values, np.zeros_like(self._values)))
         _bin_values(binner, self._values[j])
 
+    def replace_last(self, binner: ColumnBinner) -> None:
+        """The last feature's binner replaced by one of the same name and bins (a change of its split rule)."""
+        self.binners[-1] = binner
+        self._nominal = np.append(self._nominal[:-1], binner.splits_by_sets)
+        self._row_binner = None
+
     def is_nominal(self) -> np.ndarray:
-        """Which features are nominal, in arrival order (do not modify)."""
+        """Which features the trees split by sets of categories, in arrival order (do not modify)."""
         return self._nominal
 
     def bin_values(self) -> np.ndarray:
@@ -229,6 +235,7 @@ class FeatureColumns:
 
 POLICIES = ("challenger", "baseline")
 SPLIT_THRESHOLDS = ("midpoint", "edge")
+NUMERIC_CATEGORIES = ("auto", "categories", "order")
 TASKS = ("classification", "regression")
 FEATURE_SAMPLING = ("auto", "uniform", "importance")
 
@@ -264,6 +271,8 @@ def check_params(p: Mapping[str, Any]) -> None:
         raise ValueError(f"min_category_size must be a number >= 0, got {p['min_category_size']!r}")
     if p["split_threshold"] not in SPLIT_THRESHOLDS:
         raise ValueError(f"split_threshold must be one of {SPLIT_THRESHOLDS}, got {p['split_threshold']!r}")
+    if p["numeric_categories"] not in NUMERIC_CATEGORIES:
+        raise ValueError(f"numeric_categories must be one of {NUMERIC_CATEGORIES}, got {p['numeric_categories']!r}")
     sf = p["split_features"]
     if sf is not None and sf != "auto" and (not is_number(sf, numpy=False) or not 0 < sf <= 1):
         raise ValueError(f"split_features must be in (0, 1], None or 'auto', got {sf!r}")

@@ -15,8 +15,8 @@ from streamforest import inputs
 
 #: The constructor's parameters, in its order (:meth:`FeatureStreamForest.get_params`).
 PARAMS = ("trees_per_generation", "max_features", "max_depth", "min_samples_leaf", "min_category_size",
-          "split_features", "split_threshold", "policy", "feature_sampling", "max_subspace", "prune_threshold",
-          "max_generations", "task", "oob_score", "random_state")
+          "split_features", "split_threshold", "numeric_categories", "policy", "feature_sampling", "max_subspace",
+          "prune_threshold", "max_generations", "task", "oob_score", "random_state")
 
 _Self = TypeVar("_Self", bound="ParamsMixin")
 

@@ -378,7 +378,8 @@ def test_add_samples_gives_the_forest_grown_with_all_samples_from_the_start():
     rng = np.random.default_rng(0)
     X = rng.integers(0, 12, size=(400, 5)).astype(np.float64)
     y = (X[:, 0] - X[:, 3] + 3 * rng.normal(size=400) > 0).astype(np.int64)
-    kw = dict(trees_per_generation=6, max_depth=4, max_generations=3, random_state=2)
+    # A fixed leaf size: "auto" chooses a narrow generation's among three on the samples of its birth.
+    kw = dict(trees_per_generation=6, max_depth=4, max_generations=3, min_samples_leaf=12, random_state=2)
     late = FeatureStreamForest(**kw)
     feed(late, X[:250], y[:250], stop=4)
     early = FeatureStreamForest(**kw)

@@ -11,6 +11,7 @@ from helpers import stream_in
 from sklearn.metrics import roc_auc_score
 
 from streamforest import FeatureStreamForest
+from streamforest.growth import LEAF_CHOICE_FROM, LEAF_CHOICES, auto_leaf
 from streamforest.sampling import NARROW_ARRIVAL_GROWTH, NARROW_SUBSPACE, is_narrow, narrow_split_size
 
 
@@ -84,3 +85,25 @@ def test_same_seed_same_narrow_forest_and_the_paper_setting_is_unchanged():
     f = stream_in(FeatureStreamForest(split_features=None, trees_per_generation=30, random_state=4), X, y)
     assert any(s.size < 3 for s in f._generations[-1].subspaces)
     assert all((g.split_ks == 0).all() for g in f._generations)
+
+
+def test_a_narrow_generation_keeps_the_leaf_size_that_errs_least_out_of_bag():
+    X, y = xor_stream(n=600, d=3, seed=2)
+    f = stream_in(FeatureStreamForest(trees_per_generation=8, random_state=1), X, y)
+    base = auto_leaf(f.n_samples_)
+    chosen = []
+    for g in f._generations:
+        # The same plans grown with each leaf size the generation chose among: it kept the least out-of-bag error.
+        errors = {m: f._generation_oob_error(f._make_generation(g.id, g.forced, g.log_weight, g.subspaces,
+                                                                 g.split_ks, np.full(g.n_trees, base * m)))
+                  for m in (1.0, *LEAF_CHOICES)}
+        m = float(g.min_leaf[0]) / base
+        assert m in errors and errors[m] == min(errors.values())
+        chosen.append(m)
+    assert chosen != [1.0] * len(chosen)  # not the square-root rule alone on this stream
+
+
+def test_few_samples_keep_the_square_root_leaf():
+    X, y = xor_stream(n=LEAF_CHOICE_FROM - 1, d=3)
+    f = stream_in(FeatureStreamForest(trees_per_generation=8, random_state=1), X, y)
+    assert all((g.min_leaf == auto_leaf(f.n_samples_)).all() for g in f._generations)

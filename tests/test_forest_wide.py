@@ -11,7 +11,7 @@ import pytest
 from helpers import stream_in
 
 from streamforest import FeatureStreamForest
-from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED, AUTO_LEAF_MAX, auto_leaf
+from streamforest.growth import AUTO_LEAF, AUTO_LEAF_CAPPED, AUTO_LEAF_MAX, LEAF_CHOICE_FROM, LEAF_CHOICES, auto_leaf
 from streamforest.persistence import state_arrays, state_from_arrays
 from streamforest.sampling import is_capped, is_narrow
 
@@ -37,13 +37,22 @@ def leaf_weights(f: FeatureStreamForest) -> list[tuple[float, float]]:
     return out
 
 
+def narrow_leaves(n: int) -> set[float]:
+    """The leaf sizes ``min_samples_leaf="auto"`` may give a narrow generation on ``n`` training samples: the
+    square-root rule's, or from LEAF_CHOICE_FROM samples on, the one of it, half and twice it that errs least out of
+    bag."""
+    if n < LEAF_CHOICE_FROM:
+        return {auto_leaf(n)}
+    return {auto_leaf(n) * m for m in (1.0, *LEAF_CHOICES)}
+
+
 def test_auto_leaves_grow_from_the_cap_on():
     assert [is_capped(d, 2 / 3, 4) for d in (6, 7)] == [False, True]
     X, y = wide_stream()
     f = stream_in(FeatureStreamForest(max_generations=None, **KW), X, y)
     for d, g in enumerate(f._generations, start=1):
-        expected = auto_leaf(len(y)) if is_narrow(d, 2 / 3, 4) else AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF
-        assert g.min_leaf.tolist() == [expected] * 4
+        expected = narrow_leaves(len(y)) if is_narrow(d, 2 / 3, 4) else {AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF}
+        assert len(set(g.min_leaf.tolist())) == 1 and g.min_leaf[0] in expected
     pairs = leaf_weights(f)
     assert all(lightest >= size for size, lightest in pairs)
     # The bound is what shapes the trees: before the cap some leaves are lighter than the capped size.
@@ -58,8 +67,9 @@ def test_auto_leaves_grow_with_the_samples_while_narrow():
     for n in (20, 100, 400):
         X, y = wide_stream(n)
         f = stream_in(FeatureStreamForest(trees_per_generation=4, prune_threshold=0.0, random_state=0), X[:, :4], y)
-        assert [g.min_leaf.tolist() for g in f._generations] == [[auto_leaf(n)] * 4] * 3 + [[AUTO_LEAF] * 4]
-        narrow = [pair for pair in leaf_weights(f) if pair[0] == auto_leaf(n)]
+        sizes = [set(g.min_leaf.tolist()) for g in f._generations]
+        assert all(len(s) == 1 and s <= narrow_leaves(n) for s in sizes[:3]) and sizes[3] == {AUTO_LEAF}
+        narrow = [pair for pair in leaf_weights(f) if pair[0] in narrow_leaves(n)]
         assert narrow and all(lightest >= size for size, lightest in narrow)
         if auto_leaf(n) > AUTO_LEAF:
             # The bound shapes the narrow trees: the tree of the 4th feature has leaves lighter than theirs.
