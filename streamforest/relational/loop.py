@@ -36,14 +36,17 @@ from streamforest.relational.tables import Database
 #: Algorithm 1's weights from the first feature on (the narrow-stream mode of ``split_features="auto"`` weighs the
 #: first generations of a stream of 1-3 features on another scale, and a planted signal is then missed). Leaves
 #: of 3 samples at any width (not the larger ones of ``"auto"`` on capped streams): the gains the policy compares
-#: are those of one configuration, whatever the stream's width.
-EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None, "min_samples_leaf": 3}
+#: are those of one configuration, whatever the stream's width. A nominal candidate is split by sets of its
+#: categories, even when they are numbers: ``numeric_categories="auto"`` would keep the better of two growths by
+#: the out-of-bag error the gain is measured on.
+EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None, "min_samples_leaf": 3,
+                  "numeric_categories": "categories"}
 #: The forest of the final stream, which scores the unlabelled rows with the accepted features only, most relevant
 #: first, 300 trees per feature. Leaves of one sample, as Breiman's forests grow them, and the paper's challenger
 #: weights (the generations grown once every feature is there outweigh the first ones, which saw one or two). The
 #: last generations carry most of the weight, so they alone make the vote: hence many trees per generation
 #: (docs/relational.md has the measurements).
-FINAL_FOREST = {"trees_per_generation": 300, "min_samples_leaf": 1}
+FINAL_FOREST = {"trees_per_generation": 300, "min_samples_leaf": 1, "numeric_categories": "categories"}
 
 
 def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool = False) -> dict[str, Any]:
