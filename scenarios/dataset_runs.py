@@ -6,6 +6,7 @@ Shared by :mod:`scenarios.paper_reproduction`, :mod:`scenarios.low_dimensional` 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -41,7 +42,11 @@ def run_all_tasks(run: Any, tasks: list[Any], workers: int) -> list[dict]:
         for task in tqdm(tasks, desc="datasets", unit="ds"):
             rows.extend(run(task))
         return rows
-    with ProcessPoolExecutor(max_workers=workers, initializer=worker_init) as pool:
+    # Spawned, not forked: the parent has run numba's OpenMP threads by now, and a fork of a process using GNU OpenMP
+    # aborts ("fork() called from a process already using GNU OpenMP"); a spawned worker also sets its numba thread
+    # count before importing numba.
+    with ProcessPoolExecutor(max_workers=workers, initializer=worker_init,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run, t): t for t in tasks}
         for fut in tqdm(as_completed(futures), total=len(futures), desc="datasets", unit="ds"):
             rows.extend(fut.result())
