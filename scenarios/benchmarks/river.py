@@ -42,7 +42,7 @@ the three abrupt switches), ROCAUC at least ARF's; on the recovery table, the me
 least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
-        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]]
+        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]] [--refresh-backoff 4]
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
 
 from scenarios.benchmarks.common import environment
-from streamforest.connectors.river import ForestClassifier, ForestEncoder
+from streamforest.connectors.river import ForestClassifier, ForestEncoder, driver
 
 Sample = tuple[dict[str, Any], Any]
 #: Datasets where ours must match ARF's ROCAUC at 3x its speed.
@@ -319,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="positions of the change with --recovery-seeds (default 1400,2600)")
     ap.add_argument("--recovery-widths", type=_ints, default=(1, 50, 200),
                     help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
+    ap.add_argument("--refresh-backoff", type=int, default=driver.REFRESH_BACKOFF,
+                    help="the driver's REFRESH_BACKOFF for ours: how far the interval between refreshes may grow "
+                         f"while the forest is not stale (default {driver.REFRESH_BACKOFF}: it does not)")
     args = ap.parse_args(argv)
+    if args.refresh_backoff < 1:
+        ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
+    driver.REFRESH_BACKOFF = args.refresh_backoff
 
     table = load_datasets(args.quick)
     names = list(table) if not args.only else [n for n in args.only.split(",") if n]
@@ -386,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     import river
 
     record = {"environment": environment({"river": river.__version__}, reps=args.reps, quick=args.quick),
-              "ours": "ForestClassifier() defaults", "arf": "river.forest.ARFClassifier() defaults",
+              "ours": "ForestClassifier() defaults", "refresh_backoff": driver.REFRESH_BACKOFF,
+              "arf": "river.forest.ARFClassifier() defaults",
               "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders,
               "recovery": recoveries}
     args.out.parent.mkdir(parents=True, exist_ok=True)
