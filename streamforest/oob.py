@@ -118,11 +118,23 @@ class OutOfBag:
         self._scored = ((task, n_classes), value)
         return value
 
-    def _score(self, task: str, n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> float | None:
+    def _voted(self) -> np.ndarray:
+        """Which samples hold out-of-bag votes."""
         if not self.count.size:
-            return None
+            return np.zeros(0, dtype=bool)
         top = float(self.count.max())
-        ok = self.count > 1e-9 * top if top > 0 else np.zeros_like(self.count, dtype=bool)
+        return self.count > 1e-9 * top if top > 0 else np.zeros_like(self.count, dtype=bool)
+
+    def error(self, y_cls: np.ndarray) -> float | None:
+        """The share of the samples with out-of-bag votes whose top class is not theirs (a classifier's class codes
+        ``y_cls``; None with fewer than two such samples)."""
+        ok = self._voted()
+        if ok.sum() < 2:
+            return None
+        return float(np.mean(np.argmax(self.sum[ok], axis=1) != y_cls[ok]))
+
+    def _score(self, task: str, n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> float | None:
+        ok = self._voted()
         if ok.sum() < 2:
             return None
         pred = self.sum[ok] / self.count[ok, None]
@@ -169,6 +181,16 @@ class OutOfBagMixin:
         truth = np.zeros_like(pred)
         truth[np.arange(pred.shape[0]), self._y_cls[left_out]] = 1.0
         return float(np.mean(np.sum((pred - truth) ** 2, axis=1)))
+
+    @property
+    def oob_error_(self) -> float | None:
+        """A classifier's out-of-bag error rate: the share of its training samples left out by some tree whose
+        out-of-bag vote (weighted as the generations are) is another class. It counts the generations grown since
+        the samples were last set (:meth:`set_samples`). None for regression, without ``oob_score`` or with fewer
+        than two such samples."""
+        if not self.oob_score or self.task == "regression":
+            return None
+        return self._oob.error(self._y_cls)
 
     def _clear_oob(self) -> None:
         """Empty out-of-bag sums for the current samples; no generation's votes in them (or cached) any more."""

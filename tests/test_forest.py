@@ -345,6 +345,21 @@ def test_oob_score_off_reports_none(clf_data):
         assert r.oob_before is None and r.oob_after is None
 
 
+def test_the_out_of_bag_error_is_the_share_of_left_out_samples_whose_vote_is_wrong(clf_data):
+    X, y = clf_data
+    f = FeatureStreamForest(trees_per_generation=20, max_depth=4, random_state=0).fit(X, y)
+    oob = f._oob
+    voted = oob.count > 0
+    assert voted.sum() > 0.9 * len(y)  # nearly every sample is left out by one of 20 trees
+    wrong = np.argmax(oob.sum[voted], axis=1) != y[voted]
+    assert f.oob_error_ == pytest.approx(wrong.mean()) and 0 < f.oob_error_ < 0.25  # x0 and x2 are informative
+    shuffled = FeatureStreamForest(trees_per_generation=20, max_depth=4, random_state=0).fit(
+        X, np.random.default_rng(0).permutation(y))
+    assert shuffled.oob_error_ > 0.35  # labels unrelated to the features: about a coin's error
+    assert FeatureStreamForest(oob_score=False, random_state=0).fit(X, y).oob_error_ is None
+    assert FeatureStreamForest(task="regression", random_state=0).fit(X, X[:, 0]).oob_error_ is None
+
+
 # ----------------------------------------------------------------------------- more samples
 
 

@@ -15,7 +15,14 @@ at a time, and new keys among them. The driver turns the one into the other:
 5. every ``refresh_every`` samples without such growth (sooner while the window fills: once it holds a quarter
    more samples than at the last growth), the training set becomes the window and a generation with no forced
    feature is grown on it (:meth:`FeatureStreamForest.refresh`), weighted so that older generations decay
-   geometrically: the model follows drift, pruning and ``max_generations`` keep it bounded;
+   geometrically: the model follows drift, pruning and ``max_generations`` keep it bounded. With
+   ``refresh_backoff`` above 1, a classifier's interval doubles after each refresh (up to that many times
+   ``refresh_every``) while its forest is not stale: its error on the samples it had not learned, over the last
+   ``window_size`` scored since it started or since the last cut, is at most what the out-of-bag votes of the
+   generations grown on the window predicted. On a stationary stream a forest grown on a window much like the last
+   one changes little; where the concept keeps moving (RandomRBF's moving centroids), the error of new samples
+   exceeds the out-of-bag error, and the refreshes keep coming every ``refresh_every`` samples (see
+   :meth:`ForestDriver._backoff`);
 6. a class never seen by the forest restarts it on the window (the trees' outputs have one column per class);
 7. a ``drift_detector`` (River's ``drift.ADWIN(delta=0.05, clock=4)`` unless given; ``drift.NoDrift()`` turns
    detection off) follows the forest's error on every labelled sample it has not learned (0/1 for classes, the
@@ -139,6 +146,10 @@ TRANSITION_RISE_LLR = 5.0
 #: ``scenarios.benchmarks.river`` rather than 23; with 3, 23 (and STAGGER's gradual changes keep the gain).
 DUEL_ERRORS = 25
 DUEL_MARGIN = 3
+#: The interval grows only once this many samples have been scored since the forest started or the window was cut
+#: (with fewer, the early spells where the error happened to fall below its out-of-bag estimate stretched the
+#: interval on RandomRBF's moving centroids too).
+STALE_MIN = 300
 
 FOREST_PARAMS = ("trees_per_generation", "max_features", "split_features", "max_depth", "min_samples_leaf",
                  "max_generations", "prune_threshold")
@@ -153,6 +164,9 @@ def check_params(params: Mapping[str, Any]) -> None:
     v = params["refresh_every"]
     if v is not None and (not is_int(v) or v < 1):
         raise ValueError(f"refresh_every must be a positive integer or None, got {v!r}")
+    v = params["refresh_backoff"]
+    if not is_int(v, numpy=False) or v < 1:
+        raise ValueError(f"refresh_backoff must be a positive integer, got {v!r}")
     if params["seed"] is not None and not is_int(params["seed"], numpy=False):
         raise ValueError(f"seed must be an integer or None, got {params['seed']!r}")
     detector = params.get("drift_detector")
@@ -194,6 +208,7 @@ class ForestDriver:
         self._classes: list[Hashable] = []  # the label of each column of the forest's probabilities
         self._forest_codes: set[int] = set()
         self._last_growth = 0
+        self._every = self.params["refresh_every"]  # the interval between refreshes now (see _backoff)
         self._n_starts = 0
         self._provisional = False  # the forest is one of those grown before grace_period samples
         self._detector = self._new_detector()
@@ -211,6 +226,10 @@ class ForestDriver:
         self._transition_end = 0
         self._history = np.zeros(BASELINE_ERRORS)  # ring of the latest scored errors (classification)
         self._n_history = 0
+        # Ring of the latest scored errors minus the out-of-bag error of the forest that made them (see _backoff).
+        self._excess = np.zeros(self.params["window_size"])
+        self._n_excess = 0
+        self._expected: float | None = None
         self._temper = 0.0
         self._rise_temper = 0.0
         # The class the current forest predicted for the sample in each window slot (NaN: none), taken from
@@ -237,6 +256,11 @@ class ForestDriver:
     @property
     def regression(self) -> bool:
         return self.task == "regression"
+
+    @property
+    def _backs_off(self) -> bool:
+        """Whether the interval between refreshes may grow (see :meth:`_backoff`)."""
+        return self.params["refresh_backoff"] > 1 and not self.regression and self.params["refresh_every"] is not None
 
     def learn(self, x: Mapping[Hashable, Any], y: Any) -> None:
         """One labelled sample: into the window, then whatever growth the schedule calls for."""
@@ -303,7 +327,7 @@ class ForestDriver:
         ready = self._pending[w.count[self._pending] >= self.params["min_key_count"]] if self._pending.size else None
         refresh = ready is None or not ready.size
         if refresh:
-            every = self.params["refresh_every"]
+            every = self._every
             # While the window fills, a forest is stale long before refresh_every samples: a quarter more data.
             refresh = every is not None and (
                 w.n_seen - self._last_growth >= min(every, max(1, int(len(w) * FILLING_GROWTH))))
@@ -316,6 +340,8 @@ class ForestDriver:
             if keep:
                 self._drifted(keep)
                 return
+        if self._detector is None and grow and self._backs_off:
+            self._score_unscored()
         if ready is not None and ready.size:
             self._add_keys(ready)
         elif refresh:
@@ -334,6 +360,7 @@ class ForestDriver:
         per prediction (on Bananas, six generations alive, half the time spent in the forest's ``predict_proba``).
         The sums are those of the generation-by-generation routing to the bit."""
         self._last_growth = self.window.n_seen
+        self._expected = self.forest.oob_error_
         self.forest.alive_trees()
         self._predicted[:] = np.nan
 
@@ -343,6 +370,51 @@ class ForestDriver:
         self._set_samples()
         self.forest.refresh()
         self._grown()
+        self._backoff()
+
+    def _backoff(self) -> None:
+        """After a refresh, the interval to the next: twice the last (up to ``refresh_backoff`` times
+        ``refresh_every``) while the forest is not stale, else ``refresh_every``.
+
+        A classifier's forest is stale when its errors on samples it had not learned exceed, on average over the
+        last ``window_size`` scored (at least :data:`STALE_MIN` since the forest started or the window was cut),
+        the error its out-of-bag votes predicted when it was grown (:attr:`FeatureStreamForest.oob_error_`, of the
+        generations grown on the window): the concept has moved since the window's samples. The out-of-bag votes
+        are those of one generation, a weaker vote than the forest's, so on a stationary stream they err more than
+        the forest does (by 0.01-0.1 on ``scenarios.benchmarks.river``'s Bananas, Phishing and Hyperplane), and
+        under RandomRBF's moving centroids less (by 0.03-0.1 most of the stream). Through a transition (see
+        :meth:`_follow_transition`) the forest is stale, and a cut or a new forest sets the interval back to
+        ``refresh_every`` (:meth:`_reset_backoff`). Regression keeps ``refresh_every``."""
+        if not self._backs_off:
+            return
+        every = self.params["refresh_every"]
+        m = min(self._n_excess, self._excess.size)
+        calm = m >= STALE_MIN and self._excess[:m].mean() <= 0 and self._old is None
+        self._every = min(2 * self._every, self.params["refresh_backoff"] * every) if calm else every
+
+    def _reset_backoff(self) -> None:
+        """Refreshes every ``refresh_every`` samples, and no evidence of a forest that is not stale."""
+        self._every = self.params["refresh_every"]
+        self._n_excess = 0
+
+    def _note_staleness(self, errors: np.ndarray) -> None:
+        """The forest's latest errors (0/1) minus the out-of-bag error predicted for it, into the ring
+        :meth:`_backoff` reads."""
+        if self._expected is not None:
+            size = self._excess.size
+            self._excess[(self._n_excess + np.arange(errors.size)) % size] = errors - self._expected
+            self._n_excess += errors.size
+
+    def _score_unscored(self) -> None:
+        """Without a drift detector, the errors of the samples not scored yet, for :meth:`_backoff` alone (with
+        one, :meth:`_detect` scores them): the schedule of refreshes is the same with or without detection as long
+        as nothing is detected."""
+        w = self.window
+        n = min(w.n_seen - self._scored, len(w))
+        self._scored = w.n_seen
+        if n > 0:
+            order = w.order(n)
+            self._note_staleness(self._errors_of(self.forest, self._forest_keys, order, w.labels(order)))
 
     @single_thread()
     def _replace(self) -> None:
@@ -385,6 +457,7 @@ class ForestDriver:
     def _cut(self, keep: int) -> None:
         """Forget all but the latest ``keep`` samples and grow a generation on them that replaces every older one."""
         self.window.forget(keep)
+        self._reset_backoff()
         self._rise_temper = 0.0
         self._restart_due = True
         self._errors[:] = np.nan
@@ -415,6 +488,7 @@ class ForestDriver:
             if not keep and llr > RISE_LLR and np.any(self._errors[order] > 0):  # a rise shows with new errors
                 keep = after
             self._rise_temper = self._rise_excess(after) if not keep and llr > TEMPER_LLR else 0.0
+            self._note_staleness(self._errors[order])
         return keep
 
     def _rise_excess(self, after: int) -> float:
@@ -565,7 +639,8 @@ class ForestDriver:
             self._n_starts += 1
         return FeatureStreamForest(
             **{k: self.params[k] for k in FOREST_PARAMS}, task="regression" if self.regression else "classification",
-            oob_score=False, random_state=random_state,
+            # The out-of-bag votes tell a classifier's refreshes whether its forest is stale (see _backoff).
+            oob_score=self._backs_off, random_state=random_state,
         )
 
     @single_thread()
@@ -606,6 +681,7 @@ class ForestDriver:
         self._rise_temper = 0.0
         self._detector = self._new_detector()
         self._restart_due = False
+        self._reset_backoff()
         return True
 
     def _set_classes(self) -> None:
@@ -724,6 +800,7 @@ class WindowForest(DrivenEstimator):
         window_size: int = 2000,
         grace_period: int = 50,
         refresh_every: int | None = 50,
+        refresh_backoff: int = 1,
         min_key_count: int = 20,
         trees_per_generation: int = 30,
         max_features: float | int = 1.0,
@@ -738,6 +815,10 @@ class WindowForest(DrivenEstimator):
         self.window_size = window_size
         self.grace_period = grace_period
         self.refresh_every = refresh_every
+        self.refresh_backoff = refresh_backoff
+        if self._task == "regression" and refresh_backoff != 1:
+            raise ValueError(f"refresh_backoff must be 1 for a regressor (its refreshes compare no error rates), got "
+                             f"{refresh_backoff!r}")
         self.min_key_count = min_key_count
         self.trees_per_generation = trees_per_generation
         self.max_features = max_features

@@ -47,6 +47,9 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         Samples seen before the first forest is grown.
     refresh_every
         Samples between two generations grown on the window without a new key (``None``: never).
+    refresh_backoff
+        How far the interval between refreshes may grow while the forest is not stale (classification; see
+        :class:`ForestClassifier`; 1: it stays ``refresh_every``).
     min_key_count
         Samples of the window that must hold a key before it becomes a feature.
     trees_per_generation
@@ -104,6 +107,7 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         window_size: int = 2000,
         grace_period: int = 50,
         refresh_every: int | None = 200,
+        refresh_backoff: int = 1,
         min_key_count: int = 20,
         trees_per_generation: int = 30,
         max_features: float | int = 1.0,
@@ -132,9 +136,9 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
         self.task = task
         self._task = task
         self._options = options
-        super().__init__(window_size, grace_period, refresh_every, min_key_count, trees_per_generation, max_features,
-                         split_features, max_depth, min_samples_leaf, max_generations, prune_threshold, drift_detector,
-                         seed)
+        super().__init__(window_size, grace_period, refresh_every, refresh_backoff, min_key_count, trees_per_generation,
+                         max_features, split_features, max_depth, min_samples_leaf, max_generations, prune_threshold,
+                         drift_detector, seed)
 
     def transform_one(self, x: dict[Hashable, Any]) -> dict[int, float]:
         return self._driver.encode(x, self._options)

@@ -27,6 +27,9 @@ class ForestRegressor(WindowForest, base.Regressor):
         Samples seen before the first forest is grown.
     refresh_every
         Samples between two generations grown on the window without a new key (``None``: never).
+    refresh_backoff
+        Must be 1: a regressor refreshes every ``refresh_every`` samples (the back-off of :class:`ForestClassifier`
+        compares error rates).
     min_key_count
         Samples of the window that must hold a key before it becomes a feature.
     trees_per_generation

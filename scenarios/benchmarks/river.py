@@ -42,7 +42,7 @@ the three abrupt switches), ROCAUC at least ARF's; on the recovery table, the me
 least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
-        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]]
+        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]] [--refresh-backoff 4]
 """
 
 from __future__ import annotations
@@ -205,9 +205,10 @@ def recovery_changes(quick: bool, changes: tuple = RECOVERY_CHANGES) -> list[tup
 
 
 def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
-                   untuned_seeds: tuple = UNTUNED_SEEDS) -> list[dict]:
+                   untuned_seeds: tuple = UNTUNED_SEEDS, refresh_backoff: int = 1) -> list[dict]:
     """Both models on every stream of the recovery table, printed as they come (``changes`` as
-    :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart)."""
+    :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart; ours
+    with ``refresh_backoff``)."""
     rows = []
     print(f"\nrecovery after a change ({RECOVERY_N:,} samples; samples from the change to 95% of the settled accuracy "
           f"over {RECOVERY_SPAN})")
@@ -215,7 +216,7 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
           f"{'ARF':>6} {'ratio':>6} {'drifts':>6}")
     for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
-        ours = ForestClassifier(seed=1)
+        ours = ForestClassifier(seed=1, refresh_backoff=refresh_backoff)
         auc_ours, acc_ours, right_ours = progressive(ours, samples)
         auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=1), samples)
         settled = max(right_ours[-RECOVERY_TAIL:].mean(), right_arf[-RECOVERY_TAIL:].mean())
@@ -319,7 +320,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="positions of the change with --recovery-seeds (default 1400,2600)")
     ap.add_argument("--recovery-widths", type=_ints, default=(1, 50, 200),
                     help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
+    ap.add_argument("--refresh-backoff", type=int, default=1,
+                    help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
+                         "not stale (default 1: it does not)")
     args = ap.parse_args(argv)
+    if args.refresh_backoff < 1:
+        ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
 
     table = load_datasets(args.quick)
     names = list(table) if not args.only else [n for n in args.only.split(",") if n]
@@ -340,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         samples = load()
         ours, arf, drifts = [], [], []
         for seed in range(1, args.reps + 1):
-            model = ForestClassifier(seed=seed)
+            model = ForestClassifier(seed=seed, refresh_backoff=args.refresh_backoff)
             ours.append(score(model, samples))
             drifts.append(model.n_drifts_detected)
             arf.append(score(forest.ARFClassifier(seed=seed), samples))
@@ -381,12 +387,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.recovery_seeds:
         changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
         untuned = args.recovery_seeds
-    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned)
+    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned, args.refresh_backoff)
 
     import river
 
     record = {"environment": environment({"river": river.__version__}, reps=args.reps, quick=args.quick),
-              "ours": "ForestClassifier() defaults", "arf": "river.forest.ARFClassifier() defaults",
+              "ours": "ForestClassifier() defaults", "refresh_backoff": args.refresh_backoff,
+              "arf": "river.forest.ARFClassifier() defaults",
               "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders,
               "recovery": recoveries}
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -153,6 +153,28 @@ def test_refreshes_follow_the_window_and_the_weights_decay():
     assert all(not g["forced"] for g in f.generations_)
 
 
+def test_refreshes_back_off_while_the_forest_is_not_stale():
+    def refreshes(stream, backoff: int, **params) -> tuple[ForestClassifier, list[int], list[int]]:
+        model = ForestClassifier(seed=1, refresh_backoff=backoff, **params)
+        at, every = [], []
+        refresh = model._driver._refresh
+        model._driver._refresh = lambda: at.append(model._driver.window.n_seen) or refresh()
+        for x, y in stream:
+            model.learn_one(x, y)
+            every.append(model._driver._every)
+        return model, at, every
+
+    model, backed_off, _ = refreshes(PHISHING, 4)
+    _, plain, _ = refreshes(PHISHING, 1)
+    assert model.n_drifts_detected == 0 and model.forest._oob.count.any()
+    assert max(np.diff(backed_off)) == 4 * 50 and len(backed_off) < 0.6 * len(plain) and max(np.diff(plain)) == 50
+    # Detection off: the errors are scored for the back-off alone, and the schedule is the same.
+    assert refreshes(PHISHING, 4, drift_detector=drift.NoDrift())[1] == backed_off
+    # A cut (the switch of STAGGER's rule) brings the refreshes back to every refresh_every samples.
+    model, _, every = refreshes(STAGGER[: SWITCH + 100], 4)
+    assert model.n_drifts_detected >= 1 and max(every[:SWITCH]) == 4 * 50 and every[-1] == 50
+
+
 def test_a_prediction_routes_through_the_trees_of_every_generation_at_once(monkeypatch):
     from streamforest.tree import route
 
@@ -248,6 +270,8 @@ def test_x_is_never_modified(cls):
         ({"window_size": 0}, "window_size"),
         ({"grace_period": 2.5}, "grace_period"),
         ({"refresh_every": -1}, "refresh_every"),
+        ({"refresh_backoff": 0}, "refresh_backoff"),
+        ({"refresh_backoff": 2.0}, "refresh_backoff"),
         ({"min_key_count": True}, "min_key_count"),
         ({"trees_per_generation": 0}, "trees_per_generation"),
         ({"max_features": 1.5}, "max_features"),
@@ -276,6 +300,13 @@ def test_bad_parameters_raise_value_error_naming_them(cls, params, name):
 def test_bad_encoder_parameters(params, name):
     with pytest.raises(ValueError, match=name):
         ForestEncoder(**params)
+
+
+def test_a_regressor_refuses_a_refresh_backoff():
+    with pytest.raises(ValueError, match="refresh_backoff must be 1 for a regressor"):
+        ForestRegressor(refresh_backoff=2)
+    with pytest.raises(ValueError, match="refresh_backoff must be 1 for a regressor"):
+        ForestEncoder(task="regression", refresh_backoff=2)
 
 
 # ----------------------------------------------------------------------------- concept drift
