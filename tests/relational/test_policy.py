@@ -177,18 +177,25 @@ def churn_documents(seed: int, n: int = 300) -> list[dict]:
     return out
 
 
+def _screened_with_shuffled_labels(db, option: str, definition: str) -> list[Candidate]:
+    """What the screen of ``option`` sends ahead of the space once the labels are shuffled (related to nothing: it
+    should be nothing), after checking that ``definition`` is still proposed once, as a member of its family."""
+    y = db.labels.copy()
+    np.random.default_rng(0).shuffle(y)
+    p = ThompsonPolicy(Generator(db), y, db.labelled, seed=0, shadow_every=0, **{option: True})
+    ahead = p._pending_attr + p._basics
+    proposed = [c.definition for c in iter(p.propose, None)]
+    assert proposed.count(definition) == 1
+    return ahead
+
+
 def test_counts_related_to_the_label_go_first_and_the_others_stay_in_the_space():
     from streamforest.relational.documents import documents_to_tables
 
     db = documents_to_tables(churn_documents(0), "churn", key="id")  # more orders, more spent: churn
     first = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, structure=True)._pending_attr
     assert [c.definition for c in first] == ["COUNT(orders)"]
-    y = db.labels.copy()
-    np.random.default_rng(0).shuffle(y)
-    p = ThompsonPolicy(Generator(db), y, db.labelled, seed=0, shadow_every=0, structure=True)
-    assert p._pending_attr == []  # related to nothing now: no place ahead of the space
-    proposed = [c.definition for c in iter(p.propose, None)]
-    assert proposed.count("COUNT(orders)") == 1  # but still a member of its family
+    assert _screened_with_shuffled_labels(db, "structure", "COUNT(orders)") == []
     off = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0)._pending_attr  # the default: not first
     assert "COUNT(orders)" not in [c.definition for c in off]
 
@@ -252,3 +259,23 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
     assert len(noise) >= 80
     assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
 
+
+
+def test_basics_related_to_the_label_go_after_the_first_shadows_and_the_others_stay_in_the_space():
+    from streamforest.relational.documents import documents_to_tables
+
+    db = documents_to_tables(churn_documents(0), "churn", key="id")  # more orders, more spent: churn
+    p = ThompsonPolicy(Generator(db), db.labels, db.labelled, seed=0, basics=True)
+    basics = [c.definition for c in p._basics]
+    assert "SUM(orders.amount)" in basics and "COUNT(orders)" in basics
+    assert all(d.count("(") == 1 and "WHERE" not in d for d in basics)  # unconditioned, one step down
+    proposed = []
+    while len(proposed) < 30:
+        c = p.propose()
+        proposed.append(c)
+        p.observe(c, feedback(0.0))
+    first = next(i for i, c in enumerate(proposed) if c.definition in basics)
+    assert sum(c.shadow for c in proposed[:first]) == 2  # judged against two shadows at least
+    real = [c.definition for c in proposed[first:] if not c.shadow]  # shadows come as they are due
+    assert real[: len(basics)] == basics
+    assert _screened_with_shuffled_labels(db, "basics", "SUM(orders.amount)") == []
