@@ -33,7 +33,9 @@ at a time, and new keys among them. The driver turns the one into the other:
    A classifier's window is also cut where a scan of its 0/1 errors in the window finds a rise with a binomial
    log-likelihood ratio above :data:`RISE_LLR` (:meth:`ForestDriver._rise`): the detector forgets its history at
    each change it signals, the fall of a young forest's learning curve as well, and a rise soon after went unseen
-   for a thousand samples (Agrawal function 4 -> 7 at sample 1,000);
+   for a thousand samples (Agrawal function 4 -> 7 at sample 1,000). The scan also splits the latest half and
+   quarter of the window (:data:`RISE_SPANS`): over the whole of it, the young forest's early errors, pooled
+   before a split, hid a rise after its learning curve for a hundred samples more;
 8. a drift detected in the middle of a *gradual* change (samples of both concepts mixed for a while) leaves mixed
    samples in the window, and a forest grown on them keeps voting for the old concept long after the new one
    dominates. So the forest of the old concept is kept through the transition (until ``window_size / 4`` samples
@@ -444,8 +446,9 @@ class ForestDriver:
         The drift detector forgets its history at every change it signals, a fall of the error too (a young
         forest's learning curve): a rise soon after is then compared with a few samples only. On Agrawal function
         4 -> 7 at sample 1,000, ADWIN forgot at 931 and signalled the rise 1,200 samples late, while the forest,
-        refreshed on a window of both concepts, kept voting for the old one; the scan of the window's errors cuts
-        85 samples after the change, keeping the 96 since sample 989."""
+        refreshed on a window of both concepts, kept voting for the old one; the scan of the window's errors cut
+        85 samples after the change (keeping the 96 since sample 989); with the latest half and quarter of the
+        window as well (:meth:`_recent_rise`), 23 after it (keeping 32)."""
         w = self.window
         return rise_point(errors, (w.n_seen - len(w)) % w.size, len(w), RISE_MIN, DRIFT_BATCH)
 
