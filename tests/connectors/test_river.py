@@ -407,10 +407,38 @@ def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch
         return right, old_predicted
 
     right, old_predicted = right_before_the_middle()
-    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts
+    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts alone
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", lambda self, x, p, classes: p)  # nor in a mixture
     right_without, never = right_before_the_middle()
     assert old_predicted > 0 and never == 0
     assert right > right_without
+
+
+def test_until_the_current_forest_leads_the_old_concepts_forest_shares_the_prediction(monkeypatch):
+    # Right after a drift detected early in a gradual change, neither forest has erred DUEL_MARGIN fewer yet; the
+    # forest grown on the few samples kept is the weaker one, and mixing in the old forest's probabilities (by how
+    # each erred) is right more often before the middle of the change than the young forest alone.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    streams = [(position, drift_stream("stagger", position, width=250, n=position + 250, seed=seed))
+               for seed, position in [(5, 700), (6, 800), (7, 900)]]
+
+    def right_before_the_middle() -> int:
+        return sum(int(progressive(ForestClassifier(seed=0), stream)[2][position - 250 : position].sum())
+                   for position, stream in streams)
+
+    shares = []
+    mixed = driver.ForestDriver._mixed_with_old
+
+    def mixing(self, x, p, classes):
+        shares.append(self._old_share)
+        return mixed(self, x, p, classes)
+
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", mixing)
+    right = right_before_the_middle()
+    assert shares and all(0 < s < 1 for s in shares)
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", lambda self, x, p, classes: p)
+    assert right > right_before_the_middle()
 
 
 def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
