@@ -475,6 +475,16 @@ def test_the_rise_scan_finds_where_the_error_rose_in_the_ring():
     assert rise_point(np.full(1000, np.nan), 0, 1000, 8, 4) == (0.0, 0)
 
 
+def first_drift(stream: list) -> int | None:
+    """The sample at which a ForestClassifier learning ``stream`` first detects a drift (None: never)."""
+    model = ForestClassifier(seed=1)
+    for i, (x, y) in enumerate(stream):
+        model.learn_one(x, y)
+        if model.n_drifts_detected:
+            return i
+    return None
+
+
 def test_a_rise_soon_after_the_learning_curve_is_cut_without_waiting_for_the_detector(monkeypatch):
     # Agrawal function 4 -> 7 at sample 1,000: ADWIN signals the fall of the young forest's error at 931 and
     # forgets what came before; the rise after 1,000 is then compared with a few dozen samples and goes unseen for
@@ -483,18 +493,10 @@ def test_a_rise_soon_after_the_learning_curve_is_cut_without_waiting_for_the_det
 
     stream = drift_stream("agrawal47", 1000, width=1, n=1200, seed=11)
 
-    def first_drift() -> int | None:
-        model = ForestClassifier(seed=1)
-        for i, (x, y) in enumerate(stream):
-            model.learn_one(x, y)
-            if model.n_drifts_detected:
-                return i
-        return None
-
-    at = first_drift()
+    at = first_drift(stream)
     assert at is not None and 1000 <= at < 1200
     monkeypatch.setattr(driver, "RISE_LLR", math.inf)
-    assert first_drift() is None
+    assert first_drift(stream) is None
 
 
 def test_a_rise_after_the_learning_curve_is_compared_with_the_errors_of_a_forest_that_has_learned(monkeypatch):
@@ -504,18 +506,10 @@ def test_a_rise_after_the_learning_curve_is_compared_with_the_errors_of_a_forest
 
     stream = drift_stream("agrawal47", 1000, width=100, n=1200, seed=11)
 
-    def first_drift() -> int | None:
-        model = ForestClassifier(seed=1)
-        for i, (x, y) in enumerate(stream):
-            model.learn_one(x, y)
-            if model.n_drifts_detected:
-                return i
-        return None
-
-    at = first_drift()
+    at = first_drift(stream)
     assert at is not None and 1000 <= at < 1050
     monkeypatch.setattr(driver, "RISE_SPANS", 1)
-    late = first_drift()
+    late = first_drift(stream)
     assert late is None or late >= 1100
 
 
