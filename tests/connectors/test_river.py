@@ -438,10 +438,38 @@ def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch
         return right, old_predicted
 
     right, old_predicted = right_before_the_middle()
-    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts
+    monkeypatch.setattr(driver, "DUEL_MARGIN", math.inf)  # the old forest never predicts alone
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", lambda self, x, p, classes: p)  # nor in a mixture
     right_without, never = right_before_the_middle()
     assert old_predicted > 0 and never == 0
     assert right > right_without
+
+
+def test_until_the_current_forest_leads_the_old_concepts_forest_shares_the_prediction(monkeypatch):
+    # Right after a drift detected early in a gradual change, neither forest has erred DUEL_MARGIN fewer yet; the
+    # forest grown on the few samples kept is the weaker one, and mixing in the old forest's probabilities (by how
+    # each erred) is right more often before the middle of the change than the young forest alone.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    streams = [(position, drift_stream("stagger", position, width=250, n=position + 250, seed=seed))
+               for seed, position in [(5, 700), (6, 800), (7, 900)]]
+
+    def right_before_the_middle() -> int:
+        return sum(int(progressive(ForestClassifier(seed=0), stream)[2][position - 250 : position].sum())
+                   for position, stream in streams)
+
+    shares = []
+    mixed = driver.ForestDriver._mixed_with_old
+
+    def mixing(self, x, p, classes):
+        shares.append(self._old_share)
+        return mixed(self, x, p, classes)
+
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", mixing)
+    right = right_before_the_middle()
+    assert shares and all(0 < s < 1 for s in shares)
+    monkeypatch.setattr(driver.ForestDriver, "_mixed_with_old", lambda self, x, p, classes: p)
+    assert right > right_before_the_middle()
 
 
 def test_after_a_drift_the_window_keeps_the_samples_since_the_change():
@@ -478,6 +506,16 @@ def test_the_rise_scan_finds_where_the_error_rose_in_the_ring():
     assert rise_point(np.full(1000, np.nan), 0, 1000, 8, 4) == (0.0, 0)
 
 
+def first_drift(stream: list) -> int | None:
+    """The sample at which a ForestClassifier learning ``stream`` first detects a drift (None: never)."""
+    model = ForestClassifier(seed=1)
+    for i, (x, y) in enumerate(stream):
+        model.learn_one(x, y)
+        if model.n_drifts_detected:
+            return i
+    return None
+
+
 def test_a_rise_soon_after_the_learning_curve_is_cut_without_waiting_for_the_detector(monkeypatch):
     # Agrawal function 4 -> 7 at sample 1,000: ADWIN signals the fall of the young forest's error at 931 and
     # forgets what came before; the rise after 1,000 is then compared with a few dozen samples and goes unseen for
@@ -486,18 +524,24 @@ def test_a_rise_soon_after_the_learning_curve_is_cut_without_waiting_for_the_det
 
     stream = drift_stream("agrawal47", 1000, width=1, n=1200, seed=11)
 
-    def first_drift() -> int | None:
-        model = ForestClassifier(seed=1)
-        for i, (x, y) in enumerate(stream):
-            model.learn_one(x, y)
-            if model.n_drifts_detected:
-                return i
-        return None
-
-    at = first_drift()
+    at = first_drift(stream)
     assert at is not None and 1000 <= at < 1200
     monkeypatch.setattr(driver, "RISE_LLR", math.inf)
-    assert first_drift() is None
+    assert first_drift(stream) is None
+
+
+def test_a_rise_after_the_learning_curve_is_compared_with_the_errors_of_a_forest_that_has_learned(monkeypatch):
+    # Agrawal function 4 -> 7 over 100 samples at sample 1,000: the young forest's early errors, pooled before a
+    # split of the whole window, hide the rise; the latest half or quarter of the window shows it.
+    from scenarios.benchmarks.river import drift_stream
+
+    stream = drift_stream("agrawal47", 1000, width=100, n=1200, seed=11)
+
+    at = first_drift(stream)
+    assert at is not None and 1000 <= at < 1050
+    monkeypatch.setattr(driver, "RISE_SPANS", 1)
+    late = first_drift(stream)
+    assert late is None or late >= 1100
 
 
 def test_a_custom_detector_and_the_regressor_follow_a_drift():
@@ -566,7 +610,7 @@ def test_before_the_cut_the_rise_the_scan_finds_tempers_the_probabilities(monkey
     from scenarios.benchmarks.river import drift_stream, progressive
 
     streams = [drift_stream("sea", position, width=1, n=position + 500, seed=seed)
-               for seed, position in [(5, 700), (6, 800)]]
+               for seed, position in [(6, 800), (7, 900)]]
 
     def run(threshold: float) -> list[tuple[float, float, np.ndarray]]:
         monkeypatch.setattr(driver, "TEMPER_LLR", threshold)
