@@ -8,7 +8,7 @@ everywhere.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -172,6 +172,13 @@ class ColumnBinner:
         return (self.kind == "nominal" and len(cats) >= 3
                 and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in cats)
                 and all(a < b for a, b in itertools.pairwise(cats)))
+
+    def ruled(self, numeric_categories: str) -> ColumnBinner:
+        """This binner split as numbers (:attr:`ordered`) when ``numeric_categories`` is ``"order"`` and its
+        categories are numbers in order (:attr:`numbers_in_order`), else itself (``"auto"`` decides after growing)."""
+        if numeric_categories == "order" and self.numbers_in_order:
+            return replace(self, ordered=True)
+        return self
 
     @classmethod
     def fit(cls, name: str, values: Any, kind: str | None = None, gaps: bool = False) -> ColumnBinner:

@@ -287,8 +287,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         """
         start = time.perf_counter()
         binner, binned = self._check_feature(name, values, y, kind)
-        if self.numeric_categories == "order" and binner.numbers_in_order:
-            binner = dataclasses.replace(binner, ordered=True)
+        binner = binner.ruled(self.numeric_categories)
         if self._store is None:
             self._set_labels(y)
             self._store = ColumnStore(binned.shape[0])
@@ -319,8 +318,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self._columns.replace_last(dataclasses.replace(binner, ordered=True))
         by_order = self._make_generation(by_sets.id, by_sets.forced, by_sets.log_weight, by_sets.subspaces,
                                          by_sets.split_ks, by_sets.min_leaf)
-        sets_error, order_error = self._generation_oob_error(by_sets), self._generation_oob_error(by_order)
-        if sets_error is None or order_error is None or order_error >= sets_error:
+        if self._least_oob_error(by_sets, [by_order]) is by_sets:
             self._columns.replace_last(binner)
             return
         self._oob_apply(by_sets, -1.0)

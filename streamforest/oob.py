@@ -48,6 +48,20 @@ def metric_name(task: str, n_classes: int) -> str:
     return "auc" if n_classes == 2 else "log_loss"
 
 
+def generation_votes(gen: Generation, training: TrainingSet) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A generation's out-of-bag votes and vote counts per sample, with the leaves they came from: its cached
+    votes (and its cached leaves, if any), else the votes of its cached leaves, else those of leaves routed anew.
+    Routing again gives the very same leaves and votes, so whether a generation is cached changes speed, never
+    results."""
+    leaves = gen.oob_leaves
+    if gen.oob_votes is not None:
+        return *gen.oob_votes, leaves
+    if leaves is None:
+        leaves = route.out_of_bag_leaves(gen.trees, training.columns, training.n_samples, training.y_cls,
+                                         training.n_classes, gen.seeds)
+    return *route.out_of_bag_votes(gen.trees, leaves), leaves
+
+
 class OutOfBag:
     """Sums of the out-of-bag votes (``(n_samples, n_outputs)``) and vote counts, relative to ``exp(log_ref)``.
 
@@ -77,17 +91,7 @@ class OutOfBag:
         if not gen.in_oob:
             return
         self._scored = None
-        leaves = gen.oob_leaves
-        if gen.oob_votes is not None:
-            votes, counts = gen.oob_votes
-        else:
-            if leaves is None:
-                leaves = route.out_of_bag_leaves(
-                    gen.trees, training.columns, training.n_samples, training.y_cls, training.n_classes, gen.seeds
-                )
-            votes, counts = route.out_of_bag_votes(gen.trees, leaves)
-        # Routing again gives the very same leaves and votes, so whether a generation is cached changes speed, never
-        # results.
+        votes, counts, leaves = generation_votes(gen, training)
         others = [g for g in alive if g is not gen]
         if not merging:
             for g in others:
@@ -166,12 +170,7 @@ class OutOfBagMixin:
         (classification) or of the target (regression); None when they left none out. A proper score that every
         sample moves a little, where a few dozen samples move a ROC AUC by whole pairs. Nothing of the forest's
         sums or of ``gen``'s caches changes."""
-        leaves = gen.oob_leaves
-        if leaves is None:
-            training = self._training()
-            leaves = route.out_of_bag_leaves(gen.trees, training.columns, training.n_samples, training.y_cls,
-                                             training.n_classes, gen.seeds)
-        votes, counts = route.out_of_bag_votes(gen.trees, leaves)
+        votes, counts, _ = generation_votes(gen, self._training())
         left_out = counts > 0
         if not left_out.any():
             return None

@@ -8,7 +8,6 @@ forest: all samples and features at once, one generation of trees on random subs
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -120,8 +119,7 @@ class SamplesMixin:
         self._store = ColumnStore(y_arr.shape[0])
         for name, col in zip(names, columns, strict=True):
             b = ColumnBinner.fit(name, col, (kinds or {}).get(name), gaps=self.split_threshold == "midpoint")
-            if self.numeric_categories == "order" and b.numbers_in_order:
-                b = dataclasses.replace(b, ordered=True)
+            b = b.ruled(self.numeric_categories)
             self._columns.append(b)
             self._store.add_column(b.transform(col))
         masks = self._uniform_masks(0)
