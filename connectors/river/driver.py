@@ -427,12 +427,16 @@ class ForestDriver:
         """Without a drift detector, the errors of the samples not scored yet, for :meth:`_backoff` alone (with
         one, :meth:`_detect` scores them): the schedule of refreshes is the same with or without detection as long
         as nothing is detected."""
+        order = self._take_unscored()
+        if order is not None:
+            self._note_staleness(self._errors_of(self.forest, self._forest_keys, order, self.window.labels(order)))
+
+    def _take_unscored(self) -> np.ndarray | None:
+        """The window's slots of the samples not scored yet, oldest first (None: none), now counted as scored."""
         w = self.window
         n = min(w.n_seen - self._scored, len(w))
         self._scored = w.n_seen
-        if n > 0:
-            order = w.order(n)
-            self._note_staleness(self._errors_of(self.forest, self._forest_keys, order, w.labels(order)))
+        return w.order(n) if n > 0 else None
 
     @single_thread()
     def _replace(self) -> None:
@@ -486,13 +490,10 @@ class ForestDriver:
     def _detect(self) -> int:
         """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
         samples came after it (see :meth:`_since_change`), else 0."""
-        w = self.window
-        n = min(w.n_seen - self._scored, len(w))
-        self._scored = w.n_seen
-        if n <= 0:
+        order = self._take_unscored()
+        if order is None:
             return 0
-        order = w.order(n)
-        y = w.labels(order)
+        y = self.window.labels(order)
         errors = self._errors_of(self.forest, self._forest_keys, order, y)
         if self._old is not None:
             keep = self._follow_transition(order, y)
