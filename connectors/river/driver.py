@@ -124,8 +124,8 @@ TRANSITION_DELTA = 0.5
 #: (SEA over 250 samples at 1,500, seed 23 of ``scenarios.benchmarks.river``, 314 and 463 samples after the change;
 #: every STAGGER change of seed 11 about 350 and 710 after it, each cut extending the transition). With a quarter
 #: (500 samples) ROCAUC on SEA over 250 at 1,500 (seed 23) and at 2,800 (seed 41) was 0.0016 under ARF's; with an
-#: eighth, 0.0000 and 0.0005 (accuracy +0.0033 and +0.0035); over the 48 SEA and STAGGER changes of the recovery
-#: seeds 71-151, ROCAUC and accuracy at least ARF's on 87 and 82 rather than 86 and 80.
+#: eighth, 0.0000 and 0.0005 (accuracy +0.0030 and +0.0038 higher); over the 96 SEA and STAGGER changes of the
+#: recovery seeds 71-151, ROCAUC and accuracy at least ARF's on 87 and 82 rather than 86 and 80.
 TRANSITION_SHARE = 0.125
 #: The pruning threshold of the growth that replaces every generation after a drift (only the newest survives it).
 REPLACE_THRESHOLD = float(np.nextafter(1.0, 0.0))
