@@ -161,14 +161,14 @@ RISE_SPANS = 3
 TRANSITION_RISE_LLR = 5.0
 #: Through a gradual change, the samples kept after a cut still mix both concepts, and a refresh grown on all of them
 #: keeps voting for the old concept in the cells where the old samples outnumber the new ones (STAGGER rule 0 -> 2 over
-#: 200 samples at 1,400, seed 151: from 80 samples after the change ours erred on 16 of 40 samples, ARF on 4). A
+#: 200 samples at 1,400, seed 151: from 80 to 120 samples after the change ours erred on 16 of 40, ARF on 4). A
 #: refresh through a transition learns only from the samples after the most likely rise of the old concept's errors
 #: (see :meth:`ForestDriver._training_order`) once its log-likelihood ratio exceeds this, well below
 #: :data:`TRANSITION_RISE_LLR` (which cuts the window there), and at least :data:`TRIM_MIN` samples follow it; the
 #: window keeps the rest, and the growth after the transition learns from it all again. On the 32 gradual STAGGER
 #: changes of the recovery seeds 71-151, accuracy at least ARF's on 22 rather than 18 (worst -0.0042 rather than
-#: -0.0050), ROCAUC on their 32 gradual SEA changes at worst 0.0005 under ARF's rather than 0.0013 (with a ratio
-#: of 2, 21 and 0.0013).
+#: -0.0050), ROCAUC on their 32 gradual SEA changes at worst 0.0005 under ARF's rather than 0.0013 (with a threshold
+#: of 2: 21 and 0.0013).
 TRIM_LLR = 1.0
 TRIM_MIN = 32
 #: Through a transition, the old concept's forest and the current one are both scored on every new sample; the old
