@@ -413,6 +413,52 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     assert np.mean(accuracies) > 0.88
 
 
+def test_through_a_gradual_change_a_refresh_learns_from_the_samples_after_the_old_concepts_error_rose(monkeypatch):
+    # STAGGER rule 0 -> 2 over 200 samples: the samples kept at the cut still mix both rules. Through the
+    # transition a refresh learns only from the samples after the most likely rise of the old rule's forest's errors:
+    # before it, that forest erred less (more samples of the old rule); the window keeps them.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    trims = []
+    order_of = driver.ForestDriver._training_order
+
+    def noting(self):
+        order = order_of(self)
+        whole = self.window.order()
+        if order.size < whole.size:
+            dropped = self._old_errors[whole[: whole.size - order.size]]
+            trims.append((np.nanmean(dropped), np.nanmean(self._old_errors[order])))
+        return order
+
+    refreshed = []
+    refresh = driver.ForestDriver._refresh
+
+    def refreshing(self):
+        refresh(self)
+        refreshed.append((self.forest.n_samples_, len(self.window)))
+
+    monkeypatch.setattr(driver.ForestDriver, "_training_order", noting)
+    monkeypatch.setattr(driver.ForestDriver, "_refresh", refreshing)
+    for seed, position in [(5, 600), (9, 600)]:
+        progressive(ForestClassifier(seed=0), drift_stream("stagger", position, width=200, n=position + 300, seed=seed))
+    assert trims and all(before < after for before, after in trims)
+    assert any(n < held for n, held in refreshed)
+
+
+def test_a_transition_ends_before_the_settled_concepts_errors_pass_for_a_rise():
+    # After the change (STAGGER rule 0 -> 2, abrupt; SEA variant 0 -> 3 over 250 samples), the old concept's forest
+    # errs at a steady rate on the new concept; a scan of those errors every few samples, over a transition of
+    # 500 samples, took runs of them for rises and cut the window to a few dozen samples (about 350 and 700 samples
+    # after the STAGGER change, 300 and 450 after SEA's). The transition ends sooner: the window refills.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    for kind, seed, position, width in [("stagger", 11, 2000, 1), ("sea", 23, 1500, 250)]:
+        model = ForestClassifier(seed=1)
+        progressive(model, drift_stream(kind, position, width, n=position + 800, seed=seed))
+        assert model.n_drifts_detected == 1
+        assert len(model._driver.window) > 500
+
+
 def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch):
     # STAGGER rule 0 -> 2 over 250 samples: the drift is detected while the old rule still dominates, and the
     # forest grown on the few mixed samples kept errs more than the old rule's forest. While the old forest errs
