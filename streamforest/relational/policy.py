@@ -143,6 +143,15 @@ RECENT = 20
 MIN_REJECTED_GAINS = 8
 
 
+def paired_gain_of(feedback: dict[str, Any]) -> float | None:
+    """The out-of-bag score with the candidate's generation over that with its permuted twin in its place
+    (positive = better), None when the twin was not grown."""
+    after, null = feedback.get("oob_after"), feedback.get("oob_null")
+    if after is None or null is None:
+        return None
+    return null - after if feedback.get("oob_metric") == "log_loss" else after - null
+
+
 def error_of(feedback: dict[str, Any]) -> float | None:
     """The out-of-bag error left before the candidate: 1 - AUC (or R^2), the log loss itself; None when not measured.
 
@@ -165,6 +174,10 @@ def _fmt_error(error: float | None) -> str:
 
 class Policy:
     """What the loop asks of a policy (subclass it to plug in your own)."""
+
+    #: Whether the loop asks the engine for each candidate's paired null (``feedback["oob_null"]``, see
+    #: :meth:`~streamforest.FeatureStreamForest.add_feature`).
+    paired = False
 
     def propose(self) -> Candidate | None:  # pragma: no cover - interface
         """The next candidate to send, or None when the space is exhausted."""
@@ -335,7 +348,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False) -> None:
+                 basics: bool = False, paired: bool = False, paired_spread: str = "trees") -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -353,6 +366,11 @@ class ThompsonPolicy(Policy):
         self.operators = operators
         self.screen = screen
         self.relevance_weight = relevance_weight
+        self.paired = paired
+        self.paired_spread = paired_spread
+        if paired:  # the twin is each candidate's null: no shadow is sent
+            self.shadow_every = 0
+        self._null_rng = np.random.default_rng([seed, 1])
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
         self.seen: set[str] = set()  # definitions proposed
@@ -453,6 +471,9 @@ class ThompsonPolicy(Policy):
         if c is None:
             return None
         self._last_real = c
+        if self.paired:  # the relevance chance alone gives, for the screen (no shadow is sent)
+            lab = c.values[self.labelled]
+            self.shadow_relevance.append(_relevance(lab[self._null_rng.permutation(lab.size)], self._y_classes))
         return self._sent(c)
 
     def _next_real(self) -> Candidate | None:
@@ -682,6 +703,8 @@ class ThompsonPolicy(Policy):
         """Accepted: a gain above :meth:`threshold` at the error left, or one that removes at least half of that
         error and beats the shadows' plain mean + ``z`` sd (the Student-t margin of few shadows would reject a
         feature that leaves almost nothing to gain)."""
+        if self.paired and "oob_null" in feedback:
+            return self._observe_paired(candidate, feedback)
         gain, error = gain_of(feedback), error_of(feedback)
         if candidate.shadow:
             self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
@@ -714,12 +737,48 @@ class ThompsonPolicy(Policy):
                 if a is not None:
                     a.n += 1
                     a.total += reward
+        return self._decided(candidate, accepted, why, gain)
+
+    def _decided(self, candidate: Candidate, accepted: bool, why: str, gain: float | None) -> Decision:
         if accepted:
             self.accepted.append((candidate, gain if gain is not None else 0.0))
             for i, fam in enumerate(self.families):
                 if fam.renewed:
                     self.exhausted[i] = False
         return Decision(accepted, why, gain)
+
+    def _reward(self, candidate: Candidate, reward: float) -> None:
+        for f in candidate.facets:
+            a = self.arms[self.facet_index[f]] if f in self.facet_index else None
+            if a is not None:
+                a.n += 1
+                a.total += float(np.clip(reward, -3, 3))
+
+    def _observe_paired(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
+        """Accepted: the paired gain (over the permuted twin, :func:`paired_gain_of`) beats ``z`` times its
+        spread."""
+        gain, se = paired_gain_of(feedback), feedback.get("oob_paired_se")
+        e = error_of(feedback) or 1.0
+        if gain is None or se is None:
+            return self._decided(candidate, True, "first feature (nothing to compare with)", gain)
+        spread = self._paired_spread(se, e)
+        bound = self.z * spread
+        accepted = gain > bound
+        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({self.z:g} x spread "
+               f"{spread:.4f}; trees' se {se:.4f}, error {_fmt_error(e)} left)")
+        if not accepted:
+            self.rejected_gains.append(gain / np.sqrt(e))
+        if "kind=attribute" not in candidate.facets:
+            self._reward(candidate, (gain - bound) / max(spread, 1e-4))
+        return self._decided(candidate, accepted, why, gain)
+
+    def _paired_spread(self, se: float, error: float) -> float:
+        trees = max(se, 1e-4)
+        if self.paired_spread == "trees" or len(self.rejected_gains) < MIN_REJECTED_GAINS:
+            return trees
+        r = np.asarray(self.rejected_gains[-RECENT:])
+        run = 1.4826 * float(np.median(np.abs(r - np.median(r)))) * np.sqrt(error)
+        return run if self.paired_spread == "run" else max(trees, run)
 
 
 class EnumerationPolicy(ThompsonPolicy):
