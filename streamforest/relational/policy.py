@@ -22,6 +22,9 @@ default, :class:`ThompsonPolicy`:
   candidates' own robust one when wider) at the error left, with
   Student-t's margin for the number of shadows (1 - Phi(z) of useless candidates slip through, 7 % at
   ``z = 1.5``), or if it removes at least half of the error left and beats the plain ``z`` bound.
+* **Or a paired null** (``paired=True``): each candidate's generation is grown again on its values permuted, from
+  the same trees' seeds, subspaces and bootstrap samples; it is accepted when its out-of-bag score beats its twin's
+  by ``z`` standard errors over the pairs of trees. No shadows then.
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -141,6 +144,9 @@ MIN_ERROR = 1e-4
 RECENT = 20
 #: Rejected candidates' gains needed before their spread counts (see ``ThompsonPolicy._spread``).
 MIN_REJECTED_GAINS = 8
+#: The least standard error a paired gain is held to (a generation whose trees never split on the candidate, nor
+#: its twin's on the permuted values, has a gain and an error of zero).
+MIN_PAIRED_SE = 1e-4
 
 
 def paired_gain_of(feedback: dict[str, Any]) -> float | None:
@@ -341,6 +347,13 @@ class ThompsonPolicy(Policy):
         (``MIN(atoms.charge)``, ``COUNT(atoms)``; see :meth:`_screen_basics`) once two shadows are measured, most
         relevant first, judged as any candidate. Off by default: on Mutagenesis it moved neither the loop nor a
         forest on its features beyond the noise of the folds (docs/relational.md has the measurements).
+    paired
+        Judge every candidate by its paired null rather than by shadows: the engine grows its generation again on
+        its values permuted across the labelled rows, from the same trees' seeds, subspaces and bootstrap samples
+        (a ``feature`` message with ``paired_null``), and the candidate is accepted when its out-of-bag score
+        beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
+        shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
+        permutation of each candidate computed here. A second growth per candidate.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -348,7 +361,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, paired_spread: str = "trees") -> None:
+                 basics: bool = False, paired: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -367,7 +380,6 @@ class ThompsonPolicy(Policy):
         self.screen = screen
         self.relevance_weight = relevance_weight
         self.paired = paired
-        self.paired_spread = paired_spread
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
@@ -731,12 +743,7 @@ class ThompsonPolicy(Policy):
         if gain is not None and not accepted:
             self.rejected_gains.append(gain / np.sqrt(e))
         if "kind=attribute" not in candidate.facets and gain is not None:
-            reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
-            for f in candidate.facets:
-                a = self.arms[self.facet_index[f]] if f in self.facet_index else None
-                if a is not None:
-                    a.n += 1
-                    a.total += reward
+            self._reward(candidate, (gain - g_thr) / np.sqrt(error) / self.noise())
         return self._decided(candidate, accepted, why, gain)
 
     def _decided(self, candidate: Candidate, accepted: bool, why: str, gain: float | None) -> Decision:
@@ -748,6 +755,7 @@ class ThompsonPolicy(Policy):
         return Decision(accepted, why, gain)
 
     def _reward(self, candidate: Candidate, reward: float) -> None:
+        """Every facet of the candidate's family learns ``reward`` (capped at +-3)."""
         for f in candidate.facets:
             a = self.arms[self.facet_index[f]] if f in self.facet_index else None
             if a is not None:
@@ -755,30 +763,25 @@ class ThompsonPolicy(Policy):
                 a.total += float(np.clip(reward, -3, 3))
 
     def _observe_paired(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
-        """Accepted: the paired gain (over the permuted twin, :func:`paired_gain_of`) beats ``z`` times its
-        spread."""
+        """Accepted: the paired gain (over the candidate's permuted twin, :func:`paired_gain_of`) beats ``z`` times
+        its standard error over the generation's pairs of trees (at least :data:`MIN_PAIRED_SE`).
+
+        The twin is the candidate's own null, grown on the same trees' seeds, subspaces and bootstrap samples: the
+        luck of the generation (which trees, which samples left out, which accepted features beside it) is shared
+        and cancels, and the spread is the candidate's own, at the score it was measured at: no shadow is needed,
+        and a feature that removes most of the error left is judged against its own noise, not that of shadows
+        drawn at another score."""
         gain, se = paired_gain_of(feedback), feedback.get("oob_paired_se")
-        e = error_of(feedback) or 1.0
         if gain is None or se is None:
             return self._decided(candidate, True, "first feature (nothing to compare with)", gain)
-        spread = self._paired_spread(se, e)
+        spread = max(se, MIN_PAIRED_SE)
         bound = self.z * spread
         accepted = gain > bound
-        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({self.z:g} x spread "
-               f"{spread:.4f}; trees' se {se:.4f}, error {_fmt_error(e)} left)")
-        if not accepted:
-            self.rejected_gains.append(gain / np.sqrt(e))
+        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({self.z:g} x its trees' "
+               f"standard error {se:.4f}, at the error {_fmt_error(error_of(feedback))} left)")
         if "kind=attribute" not in candidate.facets:
-            self._reward(candidate, (gain - bound) / max(spread, 1e-4))
+            self._reward(candidate, (gain - bound) / spread)
         return self._decided(candidate, accepted, why, gain)
-
-    def _paired_spread(self, se: float, error: float) -> float:
-        trees = max(se, 1e-4)
-        if self.paired_spread == "trees" or len(self.rejected_gains) < MIN_REJECTED_GAINS:
-            return trees
-        r = np.asarray(self.rejected_gains[-RECENT:])
-        run = 1.4826 * float(np.median(np.abs(r - np.median(r)))) * np.sqrt(error)
-        return run if self.paired_spread == "run" else max(trees, run)
 
 
 class EnumerationPolicy(ThompsonPolicy):
