@@ -772,8 +772,9 @@ class ThompsonPolicy(Policy):
         and a feature that removes most of the error left is judged against its own noise, not that of shadows
         drawn at another score."""
         gain, se = paired_gain_of(feedback), feedback.get("oob_paired_se")
-        if gain is None or se is None:
+        if gain is None:
             return self._decided(candidate, True, "first feature (nothing to compare with)", gain)
+        se = 0.0 if se is None else se  # a generation of one tree has no spread over its trees
         spread = max(se, MIN_PAIRED_SE)
         bound = self.z * spread
         accepted = gain > bound
