@@ -28,13 +28,18 @@ from streamforest.columns import ColumnStore
 from streamforest.encoder import Encoder, EncodingMixin
 from streamforest.generations import AliveTrees, Generation, feature_importance, weight_shares
 from streamforest.inputs import FeatureColumns
-from streamforest.oob import OutOfBag, OutOfBagMixin, metric_name
+from streamforest.oob import OutOfBag, OutOfBagMixin, metric_name, tree_votes
 from streamforest.params import ParamsMixin, seed_of
 from streamforest.persistence import PersistenceMixin
 from streamforest.prediction import PredictionMixin
 from streamforest.pruning import PruningMixin
+from streamforest.rng import derive_seed
 from streamforest.samples import SamplesMixin
+from streamforest.tree import route
 from streamforest.tree.model import Trees
+
+#: Salt of a null twin's permutation (see ``FeatureStreamForest.add_feature``).
+_NULL_SALT = 0x7417
 
 
 @dataclass
@@ -53,9 +58,17 @@ class FeatureReport:
     oob_before: float | None = None
     oob_after: float | None = None
     seconds: float = 0.0
+    # With ``paired_null`` (see :meth:`FeatureStreamForest.add_feature`): the out-of-bag score with the permuted
+    # twin generation in place of the feature's, and the standard error of ``oob_after`` minus it over the trees.
+    oob_null: float | None = None
+    oob_paired_se: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The report's fields; the paired null's only when it was grown."""
+        d = asdict(self)
+        if self.oob_null is None and self.oob_paired_se is None:
+            del d["oob_null"], d["oob_paired_se"]
+        return d
 
 
 class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMixin, PruningMixin, OutOfBagMixin,
@@ -271,7 +284,8 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
 
     # ------------------------------------------------------------------ the stream of features (Algorithm 1)
 
-    def add_feature(self, name: str, values: Any, y: Any = None, kind: str | None = None) -> FeatureReport:
+    def add_feature(self, name: str, values: Any, y: Any = None, kind: str | None = None,
+                    paired_null: bool = False) -> FeatureReport:
         """A feature arrives: bin it, grow a generation that uses it, weigh it, prune.
 
         Parameters
@@ -284,6 +298,24 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
             The training labels: required on the first call (it fixes the samples), optional and checked later.
         kind
             ``"numeric"`` or ``"nominal"``; inferred from the values when omitted.
+        paired_null
+            Also grow the generation's *null twin*: the same trees' seeds, subspaces, leaf sizes and bootstrap
+            samples, on the feature's values permuted across the samples. It never joins the forest; the report
+            gives the out-of-bag score with it in place of the feature's generation (``oob_null``) and the
+            jackknife standard error, over the pairs of trees, of ``oob_after`` minus that (``oob_paired_se``):
+            whether the feature adds to the forest, with the noise of which trees and samples the generation drew
+            shared by both and cancelled in the difference. It costs a second growth (and ``oob_score``).
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(300, 2))
+        >>> y = (X[:, 1] > 0).astype(int)
+        >>> f = FeatureStreamForest(trees_per_generation=10, random_state=0)
+        >>> _ = f.add_feature("noise", X[:, 0], y=y)
+        >>> r = f.add_feature("signal", X[:, 1], paired_null=True)
+        >>> r.oob_after - r.oob_null > 3 * r.oob_paired_se
+        True
         """
         start = time.perf_counter()
         binner, binned = self._check_feature(name, values, y, kind)
@@ -308,7 +340,32 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self._add_generation(gen_id, [name], log_w, masks)
         if self.numeric_categories == "auto" and binner.numbers_in_order:
             self._choose_category_rule(binner)
-        return self._settle(name, before, start)
+        twin = self._null_twin() if paired_null and self.oob_score else None
+        report = self._settle(name, before, start)
+        if twin is not None:
+            report.oob_null, report.oob_paired_se = self._paired_null_scores(*twin)
+            report.seconds = time.perf_counter() - start
+        return report
+
+    def _null_twin(self) -> tuple[Generation, np.ndarray, np.ndarray, np.ndarray]:
+        """The newest generation (of the newest feature) and its null twin, grown from the same plans on that
+        feature's bins permuted across the samples: both generations' per-tree out-of-bag votes, and which samples
+        each tree left out (the same for both: the bootstrap samples come from the trees' seeds)."""
+        gen = self._generations[-1]
+        training = self._training()
+        n = training.n_samples
+        columns = training.columns.copy()
+        last = self.n_features_in_ - 1
+        rng = np.random.default_rng(derive_seed(self._seed, gen.id, _NULL_SALT))
+        columns[last, :n] = columns[last, rng.permutation(n)]
+        null_leaves = np.empty((gen.n_trees, n), dtype=np.int32)
+        null_trees = growth.grow_trees(training._replace(columns=columns), gen.subspaces, gen.seeds, gen.split_ks,
+                                       gen.min_leaf, self._tree_settings(), null_leaves)
+        leaves = gen.oob_leaves
+        if leaves is None:
+            leaves = route.out_of_bag_leaves(gen.trees, training.columns, n, training.y_cls, training.n_classes,
+                                             gen.seeds)
+        return gen, tree_votes(gen.trees, leaves), tree_votes(null_trees, null_leaves), leaves >= 0
 
     def _choose_category_rule(self, binner: ColumnBinner) -> None:
         """The newest feature's generation (grown splitting it by sets of categories) against the same trees'
@@ -406,11 +463,13 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         return growth.TrainingSet(self._store.data, self._store.n_samples, self._y_cls, self._y_reg,
                                   self._n_classes, self._columns.is_nominal(), self._columns.bin_values())
 
+    def _tree_settings(self) -> growth.TreeSettings:
+        return growth.TreeSettings(self.max_depth, self.min_category_size, midpoint=self.split_threshold == "midpoint")
+
     def _grow(self, subspaces: list[np.ndarray], seeds: np.ndarray, split_ks: np.ndarray, min_leaf: np.ndarray,
               oob_leaves: np.ndarray | None = None) -> Trees:
-        settings = growth.TreeSettings(self.max_depth, self.min_category_size,
-                                       midpoint=self.split_threshold == "midpoint")
-        return growth.grow_trees(self._training(), subspaces, seeds, split_ks, min_leaf, settings, oob_leaves)
+        return growth.grow_trees(self._training(), subspaces, seeds, split_ks, min_leaf, self._tree_settings(),
+                                 oob_leaves)
 
     def _capped(self) -> bool:
         return sampling.is_capped(self.n_features_in_, self.max_features, self.max_subspace)

@@ -46,6 +46,33 @@ def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:
     return float((ranks[y_true].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
+def roc_auc_rows(y_true: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """:func:`roc_auc` of every row of ``scores`` (``(m, n)``) against the same ``y_true``, in one pass of numpy
+    (the jackknife of a paired null scores sixty forests at a time).
+
+    Examples
+    --------
+    >>> roc_auc_rows(np.array([0, 0, 1, 1]), np.array([[0.1, 0.4, 0.35, 0.8], [0.2, 0.2, 0.2, 0.9]])).tolist()
+    [0.75, 0.75]
+    """
+    y_true = np.asarray(y_true).astype(bool)
+    m, n = scores.shape
+    n_pos = int(y_true.sum())
+    n_neg = n - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return np.full(m, np.nan)
+    order = np.argsort(scores, axis=1, kind="mergesort")
+    sv = np.take_along_axis(scores, order, axis=1)
+    new = np.ones((m, n), dtype=bool)
+    new[:, 1:] = sv[:, 1:] != sv[:, :-1]
+    group = np.cumsum(new.ravel()) - 1  # tie groups, numbered across rows (a row's first value starts one)
+    starts = np.flatnonzero(new.ravel()) % n
+    counts = np.bincount(group)
+    ranks = np.empty((m, n))
+    np.put_along_axis(ranks, order, (starts + (counts + 1) / 2)[group].reshape(m, n), axis=1)
+    return (ranks[:, y_true].sum(axis=1) - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
 def log_loss(y_index: np.ndarray, proba: np.ndarray, eps: float = 1e-15) -> float:
     """Mean negative log-likelihood of the true class (``y_index`` are column indices of ``proba``)."""
     p = np.clip(proba[np.arange(len(y_index)), y_index], eps, 1.0)

@@ -15,8 +15,9 @@ import numpy as np
 
 from streamforest.generations import Generation
 from streamforest.growth import TrainingSet
-from streamforest.metrics import log_loss, r2, roc_auc
+from streamforest.metrics import log_loss, r2, roc_auc, roc_auc_rows
 from streamforest.tree import route
+from streamforest.tree.model import Trees
 
 #: Memory for the alive generations' cached out-of-bag leaves and votes (beyond it they are routed again when needed).
 OOB_CACHE_BYTES = 128 * 2**20
@@ -160,6 +161,14 @@ class OutOfBagMixin:
             merging = self.max_generations is not None and len(self._generations) >= self.max_generations
             self._oob.apply(gen, sign, self._training(), self._generations, merging)
 
+    def _paired_null_scores(self, gen: Generation, real: np.ndarray, null: np.ndarray,
+                            counted: np.ndarray) -> tuple[float | None, float | None]:
+        """The out-of-bag score with ``gen``'s null twin (per-tree votes ``null``) in place of ``gen`` (``real``),
+        and the standard error of the difference (see :func:`paired_null`)."""
+        factor = math.exp(gen.log_weight - self._oob.log_ref) / gen.n_trees
+        return paired_null(self._oob, factor, real, null, counted.astype(np.float64), self.task, self._n_classes,
+                           self._y_cls, self._y_reg)
+
     def _oob_value(self) -> float | None:
         if not self.oob_score:
             return None
@@ -199,3 +208,49 @@ class OutOfBagMixin:
             g.in_oob = False
             g.oob_leaves = None
             g.oob_votes = None
+
+
+def tree_votes(trees: Trees, leaves: np.ndarray) -> np.ndarray:
+    """Each tree's out-of-bag votes, ``(n_trees, n_samples, n_outputs)``: the leaf value of every sample the tree
+    left out (from :func:`~streamforest.tree.route.out_of_bag_leaves`), zeros where it is in bag."""
+    out_of_bag = leaves >= 0
+    nodes = trees.offsets[:-1, None] + np.where(out_of_bag, leaves, 0)
+    return np.where(out_of_bag[:, :, None], trees.value[nodes], 0.0)
+
+
+def paired_null(oob: OutOfBag, factor: float, real: np.ndarray, null: np.ndarray, counted: np.ndarray, task: str,
+                n_classes: int, y_cls: np.ndarray, y_reg: np.ndarray) -> tuple[float | None, float | None]:
+    """The score of the forest whose sums ``oob`` hold a generation's per-tree votes ``real`` (each times
+    ``factor``) with its twin's ``null`` in their place, and the jackknife standard error, over the generation's
+    trees, of the difference of the two forests' scores (the twins leave the same samples out: ``counted``, the
+    per-tree out-of-bag indicator, serves both).
+
+    The twins share their trees' seeds, subspaces and bootstrap samples, so what both forests share (the older
+    generations, which samples each tree left out, the other features a tree could split on) cancels in the
+    difference; the jackknife leaves one pair of trees out at a time."""
+    def score(sums: np.ndarray, counts: np.ndarray) -> float | None:
+        return OutOfBag(sums, counts, oob.log_ref).score(task, n_classes, y_cls, y_reg)
+
+    shift = factor * (null.sum(axis=0) - real.sum(axis=0))
+    null_score = score(oob.sum + shift, oob.count)
+    n_trees = real.shape[0]
+    if null_score is None or n_trees < 2:
+        return null_score, None
+    counts = oob.count - factor * counted  # each pair of trees left out in turn
+    real_sums = oob.sum - factor * real
+    null_sums = oob.sum + shift - factor * null
+    voted = oob._voted()
+    same_voted = np.array_equal(counts > 1e-9 * counts.max(axis=1, keepdims=True), np.broadcast_to(voted, counts.shape))
+    if metric_name(task, n_classes) == "auc" and same_voted:
+        p = np.concatenate([real_sums[:, voted, 1], null_sums[:, voted, 1]]) / np.tile(counts[:, voted], (2, 1))
+        aucs = roc_auc_rows(y_cls[voted] == 1, p)
+        d = aucs[:n_trees] - aucs[n_trees:]
+    else:  # scored one forest at a time (another metric, or a sample that only the left-out trees voted on)
+        diffs = []
+        for t in range(n_trees):
+            a, b = score(real_sums[t], counts[t]), score(null_sums[t], counts[t])
+            if a is None or b is None:
+                return null_score, None
+            diffs.append(b - a if metric_name(task, n_classes) == "log_loss" else a - b)
+        d = np.asarray(diffs)
+    return null_score, float(np.sqrt((n_trees - 1) / n_trees * np.sum((d - d.mean()) ** 2)))

@@ -338,6 +338,43 @@ def test_add_feature_reports_are_sane(clf_data):
     assert reports[2].oob_after > reports[2].oob_before  # x2 is informative
 
 
+def test_a_paired_null_is_the_forest_grown_on_the_permuted_feature_and_leaves_the_forest_as_it_was(clf_data):
+    from streamforest.forest import _NULL_SALT
+    from streamforest.rng import derive_seed
+
+    X, y = clf_data
+    kw = {"trees_per_generation": 12, "max_depth": 5, "random_state": 3}
+    plain, paired, permuted = (FeatureStreamForest(**kw) for _ in range(3))
+    for f in (plain, paired, permuted):
+        feed(f, X, y, stop=2)
+    r_plain = plain.add_feature("x2", X[:, 2])
+    r = paired.add_feature("x2", X[:, 2], paired_null=True)
+    # the twin never joins the forest: the same report (but the twin's fields) and the same predictions
+    assert {k: v for k, v in r.to_dict().items() if k not in ("seconds", "oob_null", "oob_paired_se")} == \
+        {k: v for k, v in r_plain.to_dict().items() if k != "seconds"}
+    assert "oob_null" not in r_plain.to_dict()
+    np.testing.assert_array_equal(paired.predict_proba(X[:, :3]), plain.predict_proba(X[:, :3]))
+    # oob_null is the score of the forest whose newest feature had the twin's permuted values
+    order = np.random.default_rng(derive_seed(3, r.generation, _NULL_SALT)).permutation(X.shape[0])
+    assert r.oob_null == pytest.approx(permuted.add_feature("x2", X[order, 2]).oob_after, abs=1e-12)
+    # x2 is informative: far more than its noise over the pairs of trees
+    assert r.oob_after - r.oob_null > 3 * r.oob_paired_se > 0
+
+
+def test_a_paired_null_of_noise_is_within_its_standard_error():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + X[:, 1] + rng.normal(size=200) > 0).astype(int)
+    f = FeatureStreamForest(trees_per_generation=20, random_state=0)
+    feed(f, X, y, stop=2)
+    t = []
+    for k in range(12):
+        r = f.add_feature(f"noise{k}", rng.normal(size=200), paired_null=True)
+        t.append((r.oob_after - r.oob_null) / r.oob_paired_se)
+    # a t statistic of noise: about normal (with 12 of them, the mean within 3 SE of 0 and the sd near 1)
+    assert abs(np.mean(t)) < 3 / np.sqrt(12) and 0.5 < np.std(t) < 1.6, t
+
+
 def test_oob_score_off_reports_none(clf_data):
     X, y = clf_data
     f = FeatureStreamForest(trees_per_generation=4, max_depth=3, oob_score=False, random_state=0)

@@ -59,7 +59,8 @@ def stream_arrays(st: StreamState) -> tuple[dict[str, np.ndarray], dict[str, Any
     header: dict[str, Any] = {
         "stream": st.name, "ids": st.ids, "labels": [_json_value(v) for v in st.labels], "columns": columns,
         "pending": {name: [{"part": p.part, "parts": p.parts, "kind": p.kind, "ids": list(p.ids),
-                            "values": list(p.values)} for p in parts.values()]
+                            "values": list(p.values), **({"paired_null": True} if p.paired_null else {})}
+                           for p in parts.values()]
                     for name, parts in st.pending.items()},
         "forest": None,
     }
@@ -83,7 +84,7 @@ def restore_stream(arrays: dict[str, np.ndarray], header: dict[str, Any]) -> Str
         st.kinds[c["name"]] = c["kind"]
     st.pending = {
         name: {p["part"]: FeatureMessage(st.name, name, tuple(p["ids"]), tuple(p["values"]), p["kind"],
-                                         p["part"], p["parts"]) for p in parts}
+                                         p["part"], p["parts"], p.get("paired_null", False)) for p in parts}
         for name, parts in header["pending"].items()
     }
     st.train_rows = [int(r) for r in arrays["train_rows"]]

@@ -359,8 +359,9 @@ class Engine:
         parts = st.pending.get(msg.name, {})
         if parts:
             first = next(iter(parts.values()))
-            if first.parts != msg.parts or first.kind != msg.kind:
-                raise Refused(f"feature {msg.name!r}: part {msg.part} disagrees with earlier parts on parts/kind")
+            if first.parts != msg.parts or first.kind != msg.kind or first.paired_null != msg.paired_null:
+                raise Refused(f"feature {msg.name!r}: part {msg.part} disagrees with earlier parts on "
+                              "parts/kind/paired_null")
             if msg.part in parts:
                 if parts[msg.part] == msg:
                     return []
@@ -376,9 +377,10 @@ class Engine:
         ids = [i for p in sorted(whole, key=lambda p: p.part) for i in p.ids]
         values = [v for p in sorted(whole, key=lambda p: p.part) for v in p.values]
         st.pending.pop(msg.name, None)
-        return self._arrive(st, msg.name, msg.kind, ids, values)
+        return self._arrive(st, msg.name, msg.kind, ids, values, msg.paired_null)
 
-    def _arrive(self, st: StreamState, name: str, kind: str | None, ids: list[str], values: list[Any]):
+    def _arrive(self, st: StreamState, name: str, kind: str | None, ids: list[str], values: list[Any],
+                paired_null: bool = False):
         st.set_column(name, kind, ids, values)
         self._later(self.metrics.feature_arrived, st.name)
         if st.forest is None:
@@ -387,7 +389,7 @@ class Engine:
         col = st.columns[name][np.asarray(st.train_rows)]
         forest = copy.deepcopy(st.forest)  # the committed stream keeps the old one whatever add_feature does
         try:
-            report = forest.add_feature(name, col, kind=st.kinds[name])
+            report = forest.add_feature(name, col, kind=st.kinds[name], paired_null=paired_null)
         except (ValueError, TypeError) as exc:
             raise Refused(f"feature {name!r}: {exc}") from None
         st.forest = forest

@@ -51,6 +51,7 @@ class FeatureMessage:
     kind: str | None
     part: int = 0
     parts: int = 1
+    paired_null: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,10 @@ def _feature(obj: dict, stream: str) -> FeatureMessage:
         raise Refused(f"part must be in 0..parts-1, got part={part}, parts={parts}")
     if parts > 100_000:
         raise Refused("parts must be at most 100000")
-    return FeatureMessage(stream, name, id_list, vals, kind, part, parts)
+    paired_null = obj.get("paired_null", False)
+    if not isinstance(paired_null, bool):
+        raise Refused(f"paired_null must be true or false, got {paired_null!r}")
+    return FeatureMessage(stream, name, id_list, vals, kind, part, parts, paired_null)
 
 
 def _label_message(obj: dict, stream: str) -> LabelMessage:

@@ -105,6 +105,8 @@ def waiting(stream: str, features: list[str], reason: str) -> dict[str, Any]:
 
 
 def feedback(stream: str, report: FeatureReport, model_version: int) -> dict[str, Any]:
+    paired = ({"oob_null": _finite(report.oob_null), "oob_paired_se": _finite(report.oob_paired_se)}
+              if report.oob_null is not None else {})
     return {
         "v": VERSION, "type": "feedback", "key": stream, "stream": stream, "status": "grown",
         "feature": report.feature,
@@ -112,7 +114,7 @@ def feedback(stream: str, report: FeatureReport, model_version: int) -> dict[str
         "log_weight": report.log_weight, "n_trees": report.n_trees, "importance": report.importance,
         "oob_metric": report.oob_metric, "oob_before": _finite(report.oob_before),
         "oob_after": _finite(report.oob_after), "pruned": report.pruned, "merged": report.merged,
-        "seconds": report.seconds,
+        "seconds": report.seconds, **paired,
     }
 
 

@@ -216,10 +216,13 @@ class EngineClient:
             self._take(self.transport.receive(0.0))
 
     def feature(self, stream: str, name: str, ids: Sequence[str], values: np.ndarray,
-                nominal: bool = False) -> dict[str, Any]:
-        """Send a feature; returns the engine's feedback record for it."""
+                nominal: bool = False, paired_null: bool = False) -> dict[str, Any]:
+        """Send a feature; returns the engine's feedback record for it (with ``paired_null``, also the score with
+        its generation's permuted twin in its place: ``oob_null``, ``oob_paired_se``)."""
         msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "kind": "nominal" if nominal else "numeric",
                "ids": list(ids), "values": _wire(values, nominal)}
+        if paired_null:
+            msg["paired_null"] = True
         self.transport.send(msg)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:

@@ -157,7 +157,8 @@ class Loop:
             c = self.policy.propose()
             if c is None:
                 break
-            fb = self.client.feature(stream, c.name, train_ids, c.values[lab], c.nominal)
+            fb = self.client.feature(stream, c.name, train_ids, c.values[lab], c.nominal,
+                                     paired_null=self.policy.paired and not c.shadow)
             d = self.policy.observe(c, fb)
             if d.accepted:
                 accepted.append(c)
@@ -170,7 +171,8 @@ class Loop:
                      "shadow": c.shadow, "relevance": c.relevance, "accepted": d.accepted, "why": d.why,
                      "gain": d.gain, "stream": stream,
                      "feedback": {key: fb.get(key) for key in ("oob_metric", "oob_before", "oob_after", "importance",
-                                                               "weight_share", "generation", "model_version")}}
+                                                               "weight_share", "generation", "model_version")
+                                  + (("oob_null", "oob_paired_se") if "oob_null" in fb else ())}}
             trials.append(trial)
             curve.append((len(trials), oob))
             if self.on_trial is not None:

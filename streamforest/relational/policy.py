@@ -22,6 +22,9 @@ default, :class:`ThompsonPolicy`:
   candidates' own robust one when wider) at the error left, with
   Student-t's margin for the number of shadows (1 - Phi(z) of useless candidates slip through, 7 % at
   ``z = 1.5``), or if it removes at least half of the error left and beats the plain ``z`` bound.
+* **Or a paired null** (``paired=True``): each candidate's generation is grown again on its values permuted, from
+  the same trees' seeds, subspaces and bootstrap samples; it is accepted when its out-of-bag score beats its twin's
+  by ``z`` standard errors over the pairs of trees. No shadows then.
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -141,6 +144,18 @@ MIN_ERROR = 1e-4
 RECENT = 20
 #: Rejected candidates' gains needed before their spread counts (see ``ThompsonPolicy._spread``).
 MIN_REJECTED_GAINS = 8
+#: The least standard error a paired gain is held to (a generation whose trees never split on the candidate, nor
+#: its twin's on the permuted values, has a gain and an error of zero).
+MIN_PAIRED_SE = 1e-4
+
+
+def paired_gain_of(feedback: dict[str, Any]) -> float | None:
+    """The out-of-bag score with the candidate's generation over that with its permuted twin in its place
+    (positive = better), None when the twin was not grown."""
+    after, null = feedback.get("oob_after"), feedback.get("oob_null")
+    if after is None or null is None:
+        return None
+    return null - after if feedback.get("oob_metric") == "log_loss" else after - null
 
 
 def error_of(feedback: dict[str, Any]) -> float | None:
@@ -165,6 +180,10 @@ def _fmt_error(error: float | None) -> str:
 
 class Policy:
     """What the loop asks of a policy (subclass it to plug in your own)."""
+
+    #: Whether the loop asks the engine for each candidate's paired null (``feedback["oob_null"]``, see
+    #: :meth:`~streamforest.FeatureStreamForest.add_feature`).
+    paired = False
 
     def propose(self) -> Candidate | None:  # pragma: no cover - interface
         """The next candidate to send, or None when the space is exhausted."""
@@ -328,6 +347,13 @@ class ThompsonPolicy(Policy):
         (``MIN(atoms.charge)``, ``COUNT(atoms)``; see :meth:`_screen_basics`) once two shadows are measured, most
         relevant first, judged as any candidate. Off by default: on Mutagenesis it moved neither the loop nor a
         forest on its features beyond the noise of the folds (docs/relational.md has the measurements).
+    paired
+        Judge every candidate by its paired null rather than by shadows: the engine grows its generation again on
+        its values permuted across the labelled rows, from the same trees' seeds, subspaces and bootstrap samples
+        (a ``feature`` message with ``paired_null``), and the candidate is accepted when its out-of-bag score
+        beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
+        shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
+        permutation of each candidate computed here. A second growth per candidate.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -335,7 +361,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False) -> None:
+                 basics: bool = False, paired: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -353,6 +379,10 @@ class ThompsonPolicy(Policy):
         self.operators = operators
         self.screen = screen
         self.relevance_weight = relevance_weight
+        self.paired = paired
+        if paired:  # the twin is each candidate's null: no shadow is sent
+            self.shadow_every = 0
+        self._null_rng = np.random.default_rng([seed, 1])
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
         self.seen: set[str] = set()  # definitions proposed
@@ -453,6 +483,9 @@ class ThompsonPolicy(Policy):
         if c is None:
             return None
         self._last_real = c
+        if self.paired:  # the relevance chance alone gives, for the screen (no shadow is sent)
+            lab = c.values[self.labelled]
+            self.shadow_relevance.append(_relevance(lab[self._null_rng.permutation(lab.size)], self._y_classes))
         return self._sent(c)
 
     def _next_real(self) -> Candidate | None:
@@ -682,6 +715,8 @@ class ThompsonPolicy(Policy):
         """Accepted: a gain above :meth:`threshold` at the error left, or one that removes at least half of that
         error and beats the shadows' plain mean + ``z`` sd (the Student-t margin of few shadows would reject a
         feature that leaves almost nothing to gain)."""
+        if self.paired and "oob_null" in feedback:
+            return self._observe_paired(candidate, feedback)
         gain, error = gain_of(feedback), error_of(feedback)
         if candidate.shadow:
             self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
@@ -708,18 +743,46 @@ class ThompsonPolicy(Policy):
         if gain is not None and not accepted:
             self.rejected_gains.append(gain / np.sqrt(e))
         if "kind=attribute" not in candidate.facets and gain is not None:
-            reward = float(np.clip((gain - g_thr) / np.sqrt(error) / self.noise(), -3, 3))
-            for f in candidate.facets:
-                a = self.arms[self.facet_index[f]] if f in self.facet_index else None
-                if a is not None:
-                    a.n += 1
-                    a.total += reward
+            self._reward(candidate, (gain - g_thr) / np.sqrt(error) / self.noise())
+        return self._decided(candidate, accepted, why, gain)
+
+    def _decided(self, candidate: Candidate, accepted: bool, why: str, gain: float | None) -> Decision:
         if accepted:
             self.accepted.append((candidate, gain if gain is not None else 0.0))
             for i, fam in enumerate(self.families):
                 if fam.renewed:
                     self.exhausted[i] = False
         return Decision(accepted, why, gain)
+
+    def _reward(self, candidate: Candidate, reward: float) -> None:
+        """Every facet of the candidate's family learns ``reward`` (capped at +-3)."""
+        for f in candidate.facets:
+            a = self.arms[self.facet_index[f]] if f in self.facet_index else None
+            if a is not None:
+                a.n += 1
+                a.total += float(np.clip(reward, -3, 3))
+
+    def _observe_paired(self, candidate: Candidate, feedback: dict[str, Any]) -> Decision:
+        """Accepted: the paired gain (over the candidate's permuted twin, :func:`paired_gain_of`) beats ``z`` times
+        its standard error over the generation's pairs of trees (at least :data:`MIN_PAIRED_SE`).
+
+        The twin is the candidate's own null, grown on the same trees' seeds, subspaces and bootstrap samples: the
+        luck of the generation (which trees, which samples left out, which accepted features beside it) is shared
+        and cancels, and the spread is the candidate's own, at the score it was measured at: no shadow is needed,
+        and a feature that removes most of the error left is judged against its own noise, not that of shadows
+        drawn at another score."""
+        gain, se = paired_gain_of(feedback), feedback.get("oob_paired_se")
+        if gain is None:
+            return self._decided(candidate, True, "first feature (nothing to compare with)", gain)
+        se = 0.0 if se is None else se  # a generation of one tree has no spread over its trees
+        spread = max(se, MIN_PAIRED_SE)
+        bound = self.z * spread
+        accepted = gain > bound
+        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({self.z:g} x its trees' "
+               f"standard error {se:.4f}, at the error {_fmt_error(error_of(feedback))} left)")
+        if "kind=attribute" not in candidate.facets:
+            self._reward(candidate, (gain - bound) / spread)
+        return self._decided(candidate, accepted, why, gain)
 
 
 class EnumerationPolicy(ThompsonPolicy):

@@ -126,7 +126,7 @@ def snapshot(e: Engine) -> dict[str, Any]:
             "labels": [_cell(v) for v in st.labels],
             "columns": [(k, str(c.dtype), [_cell(v) for v in c.tolist()]) for k, c in st.columns.items()],
             "kinds": dict(st.kinds),
-            "pending": {k: sorted((p.part, p.parts, p.kind, p.ids, p.values) for p in parts.values())
+            "pending": {k: sorted((p.part, p.parts, p.kind, p.ids, p.values, p.paired_null) for p in parts.values())
                         for k, parts in sorted(st.pending.items())},
             "train_rows": list(st.train_rows),
             "forest": None,

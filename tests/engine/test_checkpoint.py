@@ -36,8 +36,8 @@ def busy(_busy):
 
 
 def _build_busy_engine():
-    """A stream with a forest, numeric and nominal columns with missing values, a delayed label, a feature waiting
-    for its parts, a stream without a forest yet, and string labels."""
+    """A stream with a forest, numeric and nominal columns with missing values, a delayed label, features waiting
+    for their parts (one of them asking for its paired null), a stream without a forest yet, and string labels."""
     t = task()
     e = engine(encoding="leaves")
     msgs = task_messages(t)
@@ -46,6 +46,7 @@ def _build_busy_engine():
         label("s", t["ids"][-1], 1),
         feature("s", "late", t["ids"][:25], [f"v{k % 4}" for k in range(25)], "nominal", 2, 3),
         feature("s", "late", t["ids"][25:50], [f"v{k % 3}" for k in range(25)], "nominal", 0, 3),
+        {**feature("s", "twin", t["ids"][:20], list(range(20)), "numeric", 1, 2), "paired_null": True},
         samples("quiet", [("a", "yes"), ("b", None)]),
         samples("strings", [(i, "yes" if lab else "no") for i, lab in zip(t["ids"], t["y"], strict=True)]),
         feature("strings", "b", col["ids"], col["values"]),

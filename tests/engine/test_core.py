@@ -90,6 +90,20 @@ def test_one_feedback_per_arrived_feature_with_the_fields_of_the_issue(toy):
     assert fb[-1]["importance"] == pytest.approx(forest.feature_importances_[cat])
 
 
+def test_a_feature_sent_with_paired_null_reports_its_twin_and_grows_the_same_forest(toy):
+    plain, _ = started(toy)
+    e = engine()
+    msgs = task_messages(toy)
+    feed(e, msgs[:-1])
+    last = {**msgs[-1], "paired_null": True}
+    fb = of_type(feed(e, [last]), "feedback")[-1]
+    same = of_type(feed(engine(), msgs), "feedback")[-1]
+    assert {k: v for k, v in fb.items() if k not in ("seconds", "oob_null", "oob_paired_se")} == \
+        {k: v for k, v in same.items() if k != "seconds"}
+    assert 0 <= fb["oob_null"] <= 1 and fb["oob_paired_se"] >= 0 and "oob_null" not in same
+    assert snapshot(e) == snapshot(plain)
+
+
 def test_feedback_names_the_generations_that_pruning_dropped(toy):
     e, out = started(toy, prune_threshold=0.3)
     fb = of_type(out, "feedback")
@@ -541,6 +555,7 @@ def test_a_feature_with_a_missing_part_has_not_arrived(toy):
 @pytest.mark.parametrize(("second", "reason"), [
     (dict(parts=4), "disagrees with earlier parts"),
     (dict(kind="nominal"), "disagrees with earlier parts"),
+    (dict(paired_null=True), "disagrees with earlier parts"),
     (dict(part=0, values=[9.0] * 20), "arrived twice with other values"),
     (dict(ids_from=0), "already came in another part"),
 ])

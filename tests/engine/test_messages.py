@@ -147,6 +147,7 @@ REFUSED = [
     ("value object", _with("feature", values=[{}, 2.0]), "values[0]"),
     ("kind unknown", _with("feature", kind="ordinal"), "kind must be one of"),
     ("kind number", _with("feature", kind=1), "kind must be one of"),
+    ("paired_null not a boolean", _with("feature", paired_null=1), "paired_null must be true or false"),
     ("numeric with text", _with("feature", kind="numeric", values=[1.0, "x"]), "non-numeric"),
     ("numeric with bool", _with("feature", kind="numeric", values=[1.0, True]), "non-numeric"),
     ("part string", _with("feature", part="0", parts=2), "part must be an integer"),

@@ -207,8 +207,23 @@ def _same_information(v: np.ndarray, values: np.ndarray) -> bool:
                 and not np.isin(values[~ok], values[ok]).any())
 
 
+def test_a_paired_policy_sends_no_shadow_and_judges_each_candidate_against_its_twin():
+    from streamforest.relational.loop import run_loop
+
+    db = make_relational(n_targets=200, unlabelled=0.2, seed=0)
+    result = run_loop(db, budget=14, seed=0, policy_options={"paired": True})
+    assert len(result.trials) == 14 and not any(t["shadow"] for t in result.trials)
+    judged = [t for t in result.trials if t["feedback"]["oob_before"] is not None]
+    assert len(judged) == 13 and any(t["accepted"] for t in judged) and not all(t["accepted"] for t in judged)
+    for t in judged:
+        fb = t["feedback"]
+        assert t["gain"] == pytest.approx(fb["oob_after"] - fb["oob_null"])
+        assert t["accepted"] == (t["gain"] > 1.5 * max(fb["oob_paired_se"], 1e-4)), t["why"]
+
+
 @pytest.mark.slow
-def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
+@pytest.mark.parametrize("options", [{}, {"paired": True}], ids=["shadows", "paired"])
+def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not(options):
     from scipy.stats import norm
 
     from streamforest.relational.documents import documents_to_tables
@@ -237,7 +252,8 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not():
     for seed in range(14):
         docs = churn_documents(seed)
         db = documents_to_tables(docs, "churn", key="id")
-        loop = Loop(db, policy=WithNoise(Generator(db), db.labels, db.labelled, seed=seed), budget=40, seed=seed)
+        loop = Loop(db, policy=WithNoise(Generator(db), db.labels, db.labelled, seed=seed, **options), budget=40,
+                    seed=seed)
         try:
             result = loop.run()
         finally:
