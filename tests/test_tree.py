@@ -528,3 +528,20 @@ def test_midpoint_threshold_lies_midway_between_the_node_values_as_scikit_learn(
     ref = DecisionTreeClassifier(max_depth=1).fit(xs[:4, None], y).predict_proba(at[:, None])[:, 1]
     assert seen[True] == ref.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
     assert seen[False] == [1.0] * 5
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 64, 255])
+def test_category_order_sorts_as_numpys_stable_argsort(n):
+    # The node loop sorts a nominal feature's categories without allocating: the order must be numpy's mergesort's,
+    # ties (categories of equal target share) in bin order and NaN last, or the trees would differ.
+    from streamforest.tree.split import _stable_sort
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 5, size=n).astype(np.float64) / 4
+    keys[rng.random(n) < 0.1] = np.nan
+    ids = rng.permutation(300)[:n].astype(np.int64)
+    expected = ids[np.argsort(keys, kind="mergesort")]
+    got_keys, got_ids = keys.copy(), ids.copy()
+    _stable_sort(got_keys, got_ids, np.empty(n), np.empty(n, dtype=np.int64), n)
+    assert got_ids.tolist() == expected.tolist()
+    np.testing.assert_array_equal(got_keys, np.sort(keys, kind="mergesort"))
