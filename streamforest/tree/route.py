@@ -14,10 +14,13 @@ from streamforest.tree.walk import SAMPLE_BLOCK, goes_left, leaf_of
 
 
 @njit(inline="always")
-def _step(trees, Xb, i, base, node) -> int:
-    """The child of ``node`` (a split, local index in the tree at ``base``) that sample ``i`` goes to."""
+def _advance(trees, Xb, i, base, node) -> tuple:
+    """One step of sample ``i``'s walk down the tree at ``base``: the child of ``node`` it goes to and True, or
+    ``node`` itself and False at a leaf."""
     g = base + node
-    return trees.left[g] if goes_left(trees, g, Xb[trees.feature[g], i]) else trees.right[g]
+    if trees.left[g] < 0:
+        return node, False
+    return (trees.left[g] if goes_left(trees, g, Xb[trees.feature[g], i]) else trees.right[g]), True
 
 
 @njit(inline="always")
@@ -37,20 +40,11 @@ def _weighted_row(trees, Xb, i, tree_w, out):
         b0, b1, b2, b3 = trees.offsets[t], trees.offsets[t + 1], trees.offsets[t + 2], trees.offsets[t + 3]
         n0 = n1 = n2 = n3 = 0
         while True:
-            moved = False
-            if trees.left[b0 + n0] >= 0:
-                n0 = _step(trees, Xb, i, b0, n0)
-                moved = True
-            if trees.left[b1 + n1] >= 0:
-                n1 = _step(trees, Xb, i, b1, n1)
-                moved = True
-            if trees.left[b2 + n2] >= 0:
-                n2 = _step(trees, Xb, i, b2, n2)
-                moved = True
-            if trees.left[b3 + n3] >= 0:
-                n3 = _step(trees, Xb, i, b3, n3)
-                moved = True
-            if not moved:
+            n0, m0 = _advance(trees, Xb, i, b0, n0)
+            n1, m1 = _advance(trees, Xb, i, b1, n1)
+            n2, m2 = _advance(trees, Xb, i, b2, n2)
+            n3, m3 = _advance(trees, Xb, i, b3, n3)
+            if not (m0 or m1 or m2 or m3):
                 break
         _add_leaf(trees, i, b0, n0, tree_w[t], out)
         _add_leaf(trees, i, b1, n1, tree_w[t + 1], out)
