@@ -371,6 +371,7 @@ class RowBinner:
     def __init__(self, binners: list[ColumnBinner]) -> None:
         self.n_features = len(binners)
         self.numeric = [j for j, b in enumerate(binners) if not b.is_nominal]
+        self._all_numeric = len(self.numeric) == self.n_features
         self._at = np.array(self.numeric, dtype=np.int64)
         self._n_edges = np.array([len(binners[j].edges) for j in self.numeric], dtype=np.int64)
         self.edges = np.zeros((len(self.numeric), max(self._n_edges.max(initial=0), 1)))
@@ -388,7 +389,7 @@ class RowBinner:
         out = np.empty(self.n_features, dtype=np.uint8)
         if self.numeric:
             try:
-                x = np.array([values[j] for j in self.numeric], dtype=np.float64)
+                x = np.array(values if self._all_numeric else [values[j] for j in self.numeric], dtype=np.float64)
             except (TypeError, ValueError):
                 return None
             if not _bin_numeric_row(self.edges, self._n_edges, x, self._at, out):

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from streamforest import sampling
-from streamforest.rng import derive_seed
+from streamforest.rng import derive_seed, derive_seeds
 from streamforest.tree.grow import TrainingSet, TreeSettings
 from streamforest.tree.model import Trees, grow
 
@@ -45,7 +45,7 @@ LEAF_CHOICE_FROM = 100
 
 def tree_seeds(seed: int, generation: int, n_trees: int) -> np.ndarray:
     """The seeds of a generation's trees."""
-    return np.array([derive_seed(seed, generation, t) for t in range(n_trees)], dtype=np.uint64)
+    return derive_seeds(seed, generation, n=n_trees)
 
 
 def uniform_masks(seed: int, generation: int, n_trees: int, n_features: int, max_features: float | int,

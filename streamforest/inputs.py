@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -211,7 +212,7 @@ class FeatureColumns:
                     raise ValueError(f"{what} lacks features: {missing[:10]} (pass NaN for missing values)")
             by_name = {str(k): k for k in keys}
             row = [X[by_name[name]] for name in self.names]
-        if all(isinstance(v, _SCALARS) for v in row):
+        if all(map(isinstance, row, repeat(_SCALARS))):  # map: no generator frame per value (once per prediction)
             bins = self._bin_row(row)
             if bins is not None:
                 return bins[:, None]

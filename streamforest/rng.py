@@ -61,3 +61,19 @@ def derive_seed(*parts: int) -> int:
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
         h = z ^ (z >> 31)
     return h
+
+
+def derive_seeds(*parts: int, n: int) -> np.ndarray:
+    """``[derive_seed(*parts, t) for t in range(n)]`` as a ``uint64`` array: the last step of :func:`derive_seed`
+    on a vector of ``t`` (a generation's tree seeds, derived at every growth).
+
+    Examples
+    --------
+    >>> [int(s) for s in derive_seeds(7, 3, n=4)] == [derive_seed(7, 3, t) for t in range(4)]
+    True
+    """
+    h = np.uint64(derive_seed(*parts)) ^ np.arange(n, dtype=np.uint64)
+    h = h + _GOLDEN  # wraps modulo 2**64, as derive_seed's mask does
+    z = (h ^ (h >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))

@@ -154,4 +154,10 @@ def uniform(rng: np.random.Generator, n_trees: int, n_features: int, p: float) -
 
 
 def masks_to_subspaces(masks: np.ndarray) -> list[np.ndarray]:
-    return [np.flatnonzero(row).astype(np.int64) for row in masks]
+    """Each row's features, ascending (one ``int64`` array per row): one ``nonzero`` over the whole mask, split by
+    row (every growth takes them; one ``flatnonzero`` per tree cost four times as much)."""
+    if not len(masks):
+        return []
+    features = np.nonzero(masks)[1].astype(np.int64)  # row by row, each row's in ascending order
+    ends = np.cumsum(masks.sum(axis=1)).tolist()
+    return [features[a:b] for a, b in zip([0, *ends[:-1]], ends, strict=True)]

@@ -528,3 +528,44 @@ def test_midpoint_threshold_lies_midway_between_the_node_values_as_scikit_learn(
     ref = DecisionTreeClassifier(max_depth=1).fit(xs[:4, None], y).predict_proba(at[:, None])[:, 1]
     assert seen[True] == ref.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0]
     assert seen[False] == [1.0] * 5
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 64, 255])
+def test_category_order_sorts_as_numpys_stable_argsort(n):
+    # The node loop sorts a nominal feature's categories without allocating: the order must be numpy's mergesort's,
+    # ties (categories of equal target share) in bin order and NaN last, or the trees would differ.
+    from streamforest.tree.split import _stable_sort
+
+    rng = np.random.default_rng(n)
+    keys = rng.integers(0, 5, size=n).astype(np.float64) / 4
+    keys[rng.random(n) < 0.1] = np.nan
+    ids = rng.permutation(300)[:n].astype(np.int64)
+    expected = ids[np.argsort(keys, kind="mergesort")]
+    got_keys, got_ids = keys.copy(), ids.copy()
+    _stable_sort(got_keys, got_ids, np.empty(n), np.empty(n, dtype=np.int64), n)
+    assert got_ids.tolist() == expected.tolist()
+    np.testing.assert_array_equal(got_keys, np.sort(keys, kind="mergesort"))
+
+
+def test_one_sample_routed_alone_gets_the_batch_sums_to_the_bit():
+    # A single sample goes through the serial kernel, which walks four trees side by side (and the rest one by one);
+    # a batch goes through the blocked parallel one. Both add the trees' votes in tree order: the same sums. Missing
+    # values and a nominal column take every branch of a split's rule.
+    rng = np.random.default_rng(3)
+    n = 400
+    x0, x1 = rng.normal(size=n), rng.normal(size=n)
+    x1[rng.random(n) < 0.2] = np.nan
+    cat = rng.choice(np.array(["a", "b", "c", "d"], dtype=object), n)
+    y = ((x0 > 0) ^ (cat == "b")).astype(int)
+    data = bin_columns([x0, x1, cat], kinds=[None, None, "nominal"])
+    trees = grow_tree(data, y, max_depth=6, bootstrap=True, seeds=tuple(range(1, 8)))  # 4 side by side, then 3
+    assert trees.nominal.any() and (data.Xb == 255).any()
+    w = rng.random(trees.n_trees)
+    batch = route.weighted_values(trees, data.Xb, n, w)
+    leaves = route.leaves(trees, data.Xb, n)
+    for i in range(40):
+        alone = route.weighted_values(trees, np.ascontiguousarray(data.Xb[:, i:i + 1]), 1, w)
+        expected = np.zeros(trees.value.shape[1])
+        for t in range(trees.n_trees):
+            expected += w[t] * trees.value[trees.offsets[t] + leaves[i, t]]
+        assert np.array_equal(alone[0], batch[i]) and np.array_equal(alone[0], expected)

@@ -209,18 +209,21 @@ def concat(batches: list[Trees], consume: bool = False) -> Trees:
     columns = [b._asdict() for b in batches]
     if consume:
         batches.clear()
-    rows, cats, base = [], [], 0
-    for c in columns:
-        has = c["cat_row"] >= 0
-        cats.append(c.pop("cats")[c.pop("cat_row")[has]])
-        rows.append(np.where(has, np.cumsum(has) - 1 + base, -1).astype(np.int32))
-        base += int(has.sum())
+    rows = [c.pop("cat_row") for c in columns]
+    cat_row = np.concatenate(rows)
+    has = cat_row >= 0
+    if has.any():
+        cats = np.concatenate([c.pop("cats")[r[r >= 0]] for c, r in zip(columns, rows, strict=True)])
+        cat_row = np.where(has, np.cumsum(has) - 1, -1).astype(np.int32)
+    else:  # no nominal split (every numeric stream): nothing to renumber
+        cats = np.concatenate([c.pop("cats")[:0] for c in columns])
+        cat_row = np.full(cat_row.shape, -1, dtype=np.int32)
     parts = {}
     for name in ARRAYS:
         if name != "cat_row":
             parts[name] = np.concatenate([c.pop(name) for c in columns])
     parts["weight"] = compact_weight(parts["weight"])
-    return Trees(offsets=offsets, cat_row=np.concatenate(rows), cats=np.concatenate(cats), **parts)
+    return Trees(offsets=offsets, cat_row=cat_row, cats=cats, **parts)
 
 
 def compact_weight(weight: np.ndarray) -> np.ndarray:

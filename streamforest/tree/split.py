@@ -41,10 +41,12 @@ class NodeBins(NamedTuple):
 
 class ScanScratch(NamedTuple):
     """Work arrays of the general scan: the order of a nominal feature's categories (``keys``, ``cat_ids``,
-    ``sorted_ids``, ``rare_ids``: present-bin positions) and the statistics of the sides of a trial split."""
+    ``sorted_keys``, ``sorted_ids``, ``rare_ids``: present-bin positions) and the statistics of the sides of a trial
+    split."""
 
     keys: np.ndarray
     cat_ids: np.ndarray
+    sorted_keys: np.ndarray
     sorted_ids: np.ndarray
     rare_ids: np.ndarray
     left: np.ndarray
@@ -64,6 +66,30 @@ class Split(NamedTuple):
     missing_left: bool
     nominal: bool
     upper: int
+
+
+@njit(inline="always")
+def set_all(a, v) -> None:
+    """``a[:] = v`` for a 1-D array, as a loop: the node loop of the tree kernels allocates nothing (see
+    :func:`streamforest.tree.grow._grow_nodes`), and numba's slice assignments may allocate (a copy of the source,
+    in case it overlaps the target)."""
+    for k in range(a.shape[0]):
+        a[k] = v
+
+
+@njit(inline="always")
+def copy_all(a, b) -> None:
+    """``a[:] = b`` for 1-D arrays of the same length, as a loop (see :func:`set_all`)."""
+    for k in range(a.shape[0]):
+        a[k] = b[k]
+
+
+@njit(inline="always")
+def set_all_2d(a, v) -> None:
+    """``a[:] = v`` for a 2-D array, as loops (see :func:`set_all`)."""
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            a[i, k] = v
 
 
 @njit(inline="always")
@@ -314,12 +340,46 @@ def _category_order(nominal, bins, n_present, parent, is_reg, n_classes, min_cat
             keys[n_order] = hc[c, kmax] / wb
         cat_ids[n_order] = c
         n_order += 1
-    order = np.argsort(keys[:n_order], kind="mergesort")
-    for q in range(n_order):
-        sorted_ids[q] = cat_ids[order[q]]
-    for q in range(n_order):
-        cat_ids[q] = sorted_ids[q]
+    _stable_sort(keys, cat_ids, scan.sorted_keys, sorted_ids, n_order)
     return n_order, n_rare
+
+
+@njit(inline="always")
+def _before(a: float, b: float) -> bool:
+    """Whether ``a`` sorts before ``b`` as in numpy's sorts: by value, NaN last."""
+    return a < b or (b != b and a == a)
+
+
+@njit(inline="always")
+def _stable_sort(keys, ids, key_buf, id_buf, n) -> None:
+    """``ids[:n]`` (and ``keys[:n]``, one key per id) in the order of ``np.argsort(keys[:n], kind="mergesort")``:
+    by key, ties in their order. A bottom-up merge sort through the buffers ``key_buf`` and ``id_buf``: the node
+    loop that calls it allocates nothing (see :func:`streamforest.tree.grow._grow_nodes`)."""
+    src_k, src_i, dst_k, dst_i = keys, ids, key_buf, id_buf
+    width = 1
+    passes = 0
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a, b = lo, mid
+            for o in range(lo, hi):
+                # The right run's key goes first only when strictly before the left's: ties keep their order.
+                if a < mid and (b >= hi or not _before(src_k[b], src_k[a])):
+                    dst_k[o] = src_k[a]
+                    dst_i[o] = src_i[a]
+                    a += 1
+                else:
+                    dst_k[o] = src_k[b]
+                    dst_i[o] = src_i[b]
+                    b += 1
+        src_k, src_i, dst_k, dst_i = dst_k, dst_i, src_k, src_i
+        width *= 2
+        passes += 1
+    if passes % 2 == 1:  # the sorted run is in the buffers
+        for q in range(n):
+            keys[q] = src_k[q]
+            ids[q] = src_i[q]
 
 
 @njit(inline="always")
@@ -344,13 +404,13 @@ def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_categ
     # The last prefix puts every present value left: "present vs missing", tried when any are missing.
     n_modes = 2 if nominal and n_order > 2 else 1
     for mode in range(n_modes):
-        left[:] = 0.0
+        set_all(left, 0.0)
         for q in range(n_order):
             if mode == 0 and q == n_order - 1 and w_miss == 0:
                 break
             b = cat_ids[q]
             if mode == 1:
-                left[:] = 0.0
+                set_all(left, 0.0)
             for k in range(n_stats):
                 left[k] += hc[b, k]
             for k in range(n_stats):
@@ -389,7 +449,7 @@ def _scan_general(j, nominal, n_present, parent_score, data, min_leaf, min_categ
                     if nominal:
                         best_thr = 0
                         best_upper = -1
-                        best_cats[:] = 0
+                        set_all(best_cats, np.uint64(0))
                         for qq in range(q + 1 if mode == 0 else 1):
                             c = cb[cat_ids[qq] if mode == 0 else b]
                             best_cats[c >> 6] |= np.uint64(1) << np.uint64(c & 63)
@@ -434,7 +494,7 @@ def best_split(data, settings, work, n_cand, start, end, stored):
     n_stats = parent.shape[0]
     parent_score = child_score(parent, is_reg)
     best = Split(1e-12 * (abs(parent_score) + 1.0), -1, 0, False, False, -1)
-    work.cats[:] = np.uint64(0)
+    set_all(work.cats, np.uint64(0))
     for cj in range(n_cand):
         j = work.cand[cj]
         f = work.feats[j]
@@ -453,7 +513,7 @@ def best_split(data, settings, work, n_cand, start, end, stored):
                 best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, min_leaf, best, True)
                 continue
             n_present = _stored_histogram(h, is_reg, bins)
-            h[:] = 0.0
+            set_all_2d(h, 0.0)
         else:
             _fill_histogram(data.columns, f, work.samples, start, end, is_reg, bins)
             if two_stats and weight(bins.missing, is_reg) == 0:
