@@ -479,6 +479,26 @@ class Generator:
             f = self._best(options, score)
         return f
 
+    def fillings(self, f: Feature) -> list[Feature]:
+        """Every feature :meth:`learn` can make of ``f``: each threshold placeholder filled with each quantile it
+        tries (all of them, not the best: an exhaustive look at the space, such as an oracle study's).
+
+        >>> from streamforest.relational.synthetic import make_relational
+        >>> g = Generator(make_relational(n_targets=50, seed=0))
+        >>> fam = next(f for f in g.families() if f.cond is not None and f.cond[1] == ">" and f.inner is None)
+        >>> [has_placeholder(x) for x in g.fillings(next(g.members(fam)))][:2], len(g.fillings(next(g.members(fam))))
+        ([False, False], 9)
+        """
+        if not isinstance(f, Aggregate) or not has_placeholder(f):
+            return [f]
+        if f.inner is not None and has_placeholder(f.inner):
+            return [x for c in self._thresholds(f.path, f.inner)
+                    for x in self.fillings(replace(f, inner=replace(f.inner, where=c)))]
+        if f.where is not None and f.where.value is None:
+            return [x for c in self._thresholds((), f)
+                    for x in self.fillings(replace(f, where=replace(c, also=f.where.also)))]
+        return [replace(f, where=replace(f.where, also=c)) for c in self._thresholds((), f, f.where)]
+
     def forget_indexes(self) -> None:
         """Drop the cached row indexes and visibility of the paths (made again when a value asks for them)."""
         self._alive.clear()

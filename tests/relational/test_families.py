@@ -86,3 +86,26 @@ def test_the_ratio_is_an_operator_of_the_extended_space_only():
     db = make_relational(n_targets=60, seed=0)
     assert "div" not in ThompsonPolicy(Generator(db), db.labels, db.labelled).operators
     assert "div" in ThompsonPolicy(Generator(db, extended=True), db.labels, db.labelled).operators
+
+
+def test_fillings_are_every_member_learn_chooses_from():
+    """An oracle over the space sees each threshold the loop could learn: ``learn``'s choice is one of ``fillings``,
+    for a flat ``>`` condition, the second condition of a conjunction and the inner one of an aggregate of
+    aggregates; a member without a placeholder is its own only filling."""
+    db, _ = conjunction_label(0)
+    g = Generator(db, extended=True)
+    y = db.labels.astype(int)
+    fams = [Family("aggregate", (ORDER, ITEM), "count", None, ("price", ">")),
+            Family("aggregate", (ORDER, ITEM), "share", None, ("category", "="), cond2=("price", ">")),
+            Family("nested", (ORDER,), "max", None, None,
+                   Family("aggregate", (ITEM,), "count", None, ("price", ">")))]
+    for fam in fams:
+        member = next(g.members(fam))
+        filled = g.fillings(member)
+        assert len(filled) == len({definition(f) for f in filled}) > 1
+        assert all("?" not in definition(f) for f in filled)
+        assert g.learn(member, lambda v: relevance(v, y)) in filled
+        # with any score, not only relevance: the choice is always among the fillings
+        assert g.learn(member, lambda v: -float(np.nanmean(v))) in filled
+    plain = Aggregate("mean", (ORDER, ITEM), "price")
+    assert g.fillings(plain) == [plain]
