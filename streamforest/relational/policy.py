@@ -109,29 +109,6 @@ def _relevance(values: np.ndarray, classes: list[tuple[np.ndarray, int, int]]) -
     return float(np.mean(out)) if out else 0.0
 
 
-def residual_relevance(values: np.ndarray, r: np.ndarray, min_leaf: int = 5) -> float:
-    """What a feature adds to a model whose residual on the labelled rows is ``r``: the share of ``r``'s sum of
-    squares that the best single split of ``values`` (at least ``min_leaf`` rows a side) removes, in [0, 1]; missing
-    values rank lowest.
-
-    >>> residual_relevance(np.array([1.0, 2.0, 3.0, 4.0]), np.array([-0.5, -0.5, 0.5, 0.5]), min_leaf=1)
-    1.0
-    """
-    n = values.size
-    v = np.where(np.isnan(values), -np.inf, values)
-    order = np.argsort(v, kind="stable")
-    vs, cs = v[order], np.cumsum(r[order])
-    total = float(cs[-1]) if n else 0.0
-    sst = float(((r - total / max(n, 1)) ** 2).sum())
-    k = np.arange(min_leaf, n - min_leaf + 1)
-    k = k[vs[k - 1] < vs[np.minimum(k, n - 1)]] if k.size else k
-    if k.size == 0 or sst <= 0.0:
-        return 0.0
-    left = cs[k - 1]
-    gain = left ** 2 / k + (total - left) ** 2 / (n - k) - total ** 2 / n
-    return float(gain.max() / sst)
-
-
 def rank_digest(values: np.ndarray) -> bytes:
     """A digest of the values' order, the same for every monotone transform of them.
 
@@ -377,16 +354,6 @@ class ThompsonPolicy(Policy):
         beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
         shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
         permutation of each candidate computed here. A second growth per candidate.
-    residual
-        If positive (binary labels only), rank members by what they add to the accepted features rather than by
-        their relevance alone: the share of the residual ``y - p`` that a member's best single split removes
-        (:func:`residual_relevance`), ``p`` the out-of-bag probability of a scikit-learn random forest of this many
-        trees on the accepted features, refitted when they change (thresholds are learned by it too). Off by
-        default: on Mutagenesis it moved neither the loop nor a forest on its features, for a third more CPU a
-        fold (docs/relational.md has the measurements).
-    shadows_first
-        Send two shadows (of the last screened attribute) before the space's first candidate, which is otherwise
-        judged against a gain of zero.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -394,8 +361,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, residual: int = 0,
-                 shadows_first: bool = False, residual_accept: float | None = None) -> None:
+                 basics: bool = False, paired: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -417,14 +383,6 @@ class ThompsonPolicy(Policy):
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
-        self.residual = residual if len(self._y_classes) == 1 else 0  # binary labels only
-        self._residual: np.ndarray | None = None  # y - the out-of-bag probability on the accepted features
-        self._residual_key: tuple[str, ...] = ()
-        self._seed = seed
-        self.shadows_first = shadows_first
-        self.residual_accept = residual_accept
-        self.trials_judged: list[int] = []
-        self._last_attr: Candidate | None = None
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
         self.seen: set[str] = set()  # definitions proposed
@@ -515,11 +473,7 @@ class ThompsonPolicy(Policy):
         """The target's attributes related to the label first, then a shadow when one is due, then
         :meth:`_next_real`."""
         if self._pending_attr:
-            self._last_attr = self._pending_attr.pop(0)
-            return self._sent(self._last_attr)
-        if self.shadows_first and self._last_attr is not None and len(self.shadow_gains) < 2:
-            # two shadows before the space's first candidate, which would otherwise be judged against a gain of 0
-            return self._sent(self._shadow(self._last_attr))
+            return self._sent(self._pending_attr.pop(0))
         if self._shadow_due():
             return self._sent(self._shadow(self._last_real))
         if self._basics and len(self.shadow_gains) >= 2:
@@ -538,8 +492,6 @@ class ThompsonPolicy(Policy):
         """The next real candidate: the best of the ``screen`` families Thompson sampling draws highest, each
         scored by its draw plus ``relevance_weight`` times its best ready member's relevance (in units of the
         shadows' relevance spread, capped at 3); then that family's next member."""
-        if self.residual:
-            self._update_residual()
         while not self.exhausted.all():
             score = self._scores()
             best, best_score = -1, -np.inf
@@ -689,43 +641,7 @@ class ThompsonPolicy(Policy):
                 yield Combination(op, a.feature, None if b is None else b.feature)
 
     def _score(self, values: np.ndarray) -> float:
-        if self._residual is not None:
-            return residual_relevance(values[self.labelled], self._residual)
         return _relevance(values[self.labelled], self._y_classes)
-
-    def _residual_z(self, values: np.ndarray, n: int = 40) -> float:
-        """How far the share of the residual that ``values``' best split removes lies above the shares its splits of
-        ``n`` permutations of the residual remove, in their standard deviations."""
-        rng = np.random.default_rng([self._seed, 2, len(self.trials_judged)])
-        self.trials_judged.append(1)
-        lab = values[self.labelled]
-        null = np.array([residual_relevance(lab, self._residual[rng.permutation(lab.size)]) for _ in range(n)])
-        return float((residual_relevance(lab, self._residual) - null.mean()) / max(null.std(ddof=1), 1e-9))
-
-    def _update_residual(self) -> None:
-        """With ``residual``: the labelled rows' residual ``y - p``, ``p`` the out-of-bag probability of a random
-        forest of ``residual`` trees on the accepted features, refitted when they change; the members computed
-        already are ranked again by it."""
-        key = tuple(c.definition for c, _ in self.accepted)
-        if not key or key == self._residual_key:
-            return
-        from sklearn.ensemble import RandomForestClassifier  # only with the option
-
-        self._residual_key = key
-        cols = []
-        for c, _ in self.accepted:
-            v = c.values[self.labelled]
-            finite = v[np.isfinite(v)]
-            cols.append(np.where(np.isfinite(v), v, (finite.min() - 1.0) if finite.size else 0.0))
-        y = self._y_classes[0][0].astype(np.float64)
-        rf = RandomForestClassifier(n_estimators=self.residual, oob_score=True, random_state=self._seed, n_jobs=1)
-        with np.errstate(all="ignore"):
-            rf.fit(np.column_stack(cols), y)
-            p = rf.oob_decision_function_[:, 1]
-        self._residual = y - np.where(np.isfinite(p), p, y.mean())
-        for beam in self.beams.values():
-            for c in beam.ready:
-                c.relevance = self._score(c.values)
 
     def _make(self, f: Feature, family: str, facets: tuple[str, ...]) -> Candidate | None:
         """Compute a member; None if it is constant on the labelled rows or repeats an earlier candidate."""
@@ -743,7 +659,7 @@ class ThompsonPolicy(Policy):
             return None
         self.hashes.add(digest)
         return Candidate(definition=defn, name=feature_name(defn), family=family, facets=facets, values=v,
-                         feature=f, relevance=self._score(v), nominal=self.generator.is_nominal(f))
+                         feature=f, relevance=_relevance(lab, self._y_classes), nominal=self.generator.is_nominal(f))
 
     # ------------------------------------------------------------------ learning from feedback
 
@@ -824,11 +740,6 @@ class ThompsonPolicy(Policy):
         else:
             accepted, why = True, (f"gain {gain:+.4f} removes {gain / e:.0%} of the error {_fmt_error(error)} left "
                                    f"(> {self.threshold(e, small_sample=False):+.4f}, shadows' mean + {self.z:g} sd)")
-        if (not accepted and self.residual_accept is not None and self._residual is not None and gain is not None
-                and gain > 0 and "kind=attribute" not in candidate.facets):
-            z_res = self._residual_z(candidate.values)
-            if z_res > self.residual_accept:
-                accepted, why = True, f"adds to the accepted features: residual split {z_res:.2f} sd above chance"
         if gain is not None and not accepted:
             self.rejected_gains.append(gain / np.sqrt(e))
         if "kind=attribute" not in candidate.facets and gain is not None:
