@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scenarios.benchmarks.relational import DATA, protocol_folds, read_features
+from scenarios.benchmarks.relational import DATA, forest_auc, protocol_folds, read_features
 from streamforest.relational.candidates import Family, Generator, definition
 from streamforest.relational.documents import load_documents
 from streamforest.relational.policy import rank_digest
@@ -95,13 +95,6 @@ def forest(X: np.ndarray, y: np.ndarray, trees: int, seed: int):
     return RandomForestClassifier(n_estimators=trees, random_state=seed, n_jobs=1).fit(X, y)
 
 
-def test_auc(M: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, seed: int) -> float:
-    """Test-fold AUC of RF(500) trained on the training rows of ``M``."""
-    from sklearn.metrics import roc_auc_score
-
-    return float(roc_auc_score(y[test], forest(M[train], y[train], 500, seed).predict_proba(M[test])[:, 1]))
-
-
 def inner_cv(X: np.ndarray, y: np.ndarray, seed: int) -> tuple[float, np.ndarray]:
     """AUC and out-of-fold probabilities of RF(100) by stratified 5-fold CV (training rows only)."""
     from sklearn.metrics import roc_auc_score
@@ -161,20 +154,20 @@ def main(argv: list[str] | None = None) -> int:
 
             _, oof = inner_cv(A[train], y[train], seed)
             gains = stump_gains(X[train], y[train] - oof)
-            row: dict = {"protocol": p, "shuffle": s, "fold": k, "attributes": test_auc(A, y, train, test, seed),
+            row: dict = {"protocol": p, "shuffle": s, "fold": k, "attributes": forest_auc(A, y, train, test, seed),
                          "chosen": {}}
             for kind in kinds:
                 g = np.where(in_group[kind], gains, -np.inf)
                 top = [int(j) for j in np.argsort(-g)[: args.shortlist]]
-                row[f"top1 {kind}"] = test_auc(np.column_stack([A, X[:, top[:1]]]), y, train, test, seed)
+                row[f"top1 {kind}"] = forest_auc(np.column_stack([A, X[:, top[:1]]]), y, train, test, seed)
                 row["chosen"][f"top1 {kind}"] = [names[top[0]]]
                 if args.steps:
                     pick = greedy(A[train], X[train], y[train], top, args.steps, seed)
                     with_pick = np.column_stack([A, X[:, pick]])
-                    row[f"greedy {kind}"] = test_auc(with_pick, y, train, test, seed) if pick else row["attributes"]
+                    row[f"greedy {kind}"] = forest_auc(with_pick, y, train, test, seed) if pick else row["attributes"]
                     row["chosen"][f"greedy {kind}"] = [names[j] for j in pick]
             for spec, cols in fixed.items():
-                row[f"+ {spec}"] = test_auc(np.column_stack([A, X[:, cols]]), y, train, test, seed)
+                row[f"+ {spec}"] = forest_auc(np.column_stack([A, X[:, cols]]), y, train, test, seed)
             if args.loop:
                 from streamforest.relational.loop import run_loop
                 from streamforest.relational.outputs import write_features
@@ -187,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                 _, F = read_features(tmp / "features.csv")
                 F = np.nan_to_num(F, nan=MISSING)
                 row["loop"] = float(roc_auc_score(y[test], own))
-                row["features.csv"] = test_auc(F, y, train, test, seed)
+                row["features.csv"] = forest_auc(F, y, train, test, seed)
                 for spec, cols in fixed.items():
-                    row[f"features.csv + {spec}"] = test_auc(np.column_stack([F, X[:, cols]]), y, train, test, seed)
+                    row[f"features.csv + {spec}"] = forest_auc(np.column_stack([F, X[:, cols]]), y, train, test, seed)
             rows.append(row)
             print(json.dumps({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in row.items()}),
                   file=sys.stderr, flush=True)
