@@ -361,8 +361,8 @@ class ThompsonPolicy(Policy):
         ``wealth / (2 j)`` (its p-value: the normal tail of its paired gain over its standard
         error); a rejection spends ``level / (1 - level)`` of the wealth, an acceptance pays ``payout`` into it (see
         :meth:`level`). The first candidates and those after an acceptance meet a lenient bar, a run of
-        rejections a stricter one: useless candidates pass about ``wealth + payout`` times the accepted ones in
-        expectation, however many are tried. ``wealth`` None: every candidate at ``z``.
+        rejections a stricter one: in expectation useless candidates pass at most ``payout`` times the accepted ones
+        plus ``wealth``, however many are tried. ``wealth`` None: every candidate at ``z``.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -804,12 +804,11 @@ class ThompsonPolicy(Policy):
             self._reward(candidate, (gain - bound) / spread)
         return self._decided(candidate, accepted, why, gain)
 
-
     def level(self) -> float | None:
         """The level the next paired test is held to by alpha-investing (None without a ``wealth``): ``wealth /
-        (2 j)`` for the ``j``-th candidate judged (Zhou et al.'s rate: reset after each acceptance, the rate would
-        let a run of acceptances raise the wealth and the level without end), at most ``wealth / (1 + wealth)`` (so
-        that a rejection never spends more than is left) and at least ``1e-12``."""
+        (2 j)`` for the ``j``-th candidate judged (``j`` counts every one, as in Zhou et al.'s algorithm: counted
+        from the last acceptance, a run of acceptances would raise the wealth and the level without end), at most
+        ``wealth / (1 + wealth)`` (so that a rejection never spends more than is left) and at least ``1e-12``."""
         if self.wealth is None:
             return None
         w = max(self.wealth, 0.0)
