@@ -24,8 +24,7 @@ default, :class:`ThompsonPolicy`:
   ``z = 1.5``), or if it removes at least half of the error left and beats the plain ``z`` bound.
 * **Or a paired null** (``paired=True``): each candidate's generation is grown again on its values permuted, from
   the same trees' seeds, subspaces and bootstrap samples; it is accepted when its out-of-bag score beats its twin's
-  by ``z`` standard errors over the pairs of trees. No shadows then. With a ``wealth`` the level of that test is
-  not fixed but spent by alpha-investing (Foster & Stine), in the order the candidates are tried.
+  by ``z`` standard errors over the pairs of trees. No shadows then.
 
 Everything is deterministic given the seed, the data and the feedback.
 """
@@ -355,14 +354,6 @@ class ThompsonPolicy(Policy):
         beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
         shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
         permutation of each candidate computed here. A second growth per candidate.
-    wealth, payout
-        With ``paired``: alpha-investing (Foster & Stine, in the streamwise form of Zhou, Foster, Stine & Ungar)
-        in place of the fixed level ``1 - Phi(z)``. The ``j``-th candidate judged is tested at the level
-        ``wealth / (2 j)`` (its p-value: the normal tail of its paired gain over its standard
-        error); a rejection spends ``level / (1 - level)`` of the wealth, an acceptance pays ``payout`` into it (see
-        :meth:`level`). The first candidates and those after an acceptance meet a lenient bar, a run of
-        rejections a stricter one: in expectation useless candidates pass at most ``payout`` times the accepted ones
-        plus ``wealth``, however many are tried. ``wealth`` None: every candidate at ``z``.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -370,8 +361,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, wealth: float | None = None,
-                 payout: float = 0.5) -> None:
+                 basics: bool = False, paired: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -390,11 +380,6 @@ class ThompsonPolicy(Policy):
         self.screen = screen
         self.relevance_weight = relevance_weight
         self.paired = paired
-        if wealth is not None and not paired:
-            raise ValueError("alpha-investing (wealth) judges paired gains: it needs paired=True")
-        self.wealth = wealth
-        self.payout = payout
-        self.judged = 0  # candidates judged by alpha-investing so far
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
@@ -791,41 +776,13 @@ class ThompsonPolicy(Policy):
             return self._decided(candidate, True, "first feature (nothing to compare with)", gain)
         se = 0.0 if se is None else se  # a generation of one tree has no spread over its trees
         spread = max(se, MIN_PAIRED_SE)
-        level = self.level()
-        z = self.z if level is None else float(normal.isf(level))
-        bound = z * spread
+        bound = self.z * spread
         accepted = gain > bound
-        if level is not None:
-            self._invest(level, accepted)
-        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({z:.3g} x its trees' "
-               f"standard error {se:.4f}, at the error {_fmt_error(error_of(feedback))} left"
-               + ("" if level is None else f"; level {level:.3g}, wealth left {self.wealth:.3g}") + ")")
+        why = (f"paired gain {gain:+.4f} {'>' if accepted else '<='} {bound:+.4f} ({self.z:g} x its trees' "
+               f"standard error {se:.4f}, at the error {_fmt_error(error_of(feedback))} left)")
         if "kind=attribute" not in candidate.facets:
             self._reward(candidate, (gain - bound) / spread)
         return self._decided(candidate, accepted, why, gain)
-
-    def level(self) -> float | None:
-        """The level the next paired test is held to by alpha-investing (None without a ``wealth``): ``wealth /
-        (2 j)`` for the ``j``-th candidate judged (``j`` counts every one, as in Zhou et al.'s algorithm: counted
-        from the last acceptance, a run of acceptances would raise the wealth and the level without end), at most
-        ``wealth / (1 + wealth)`` (so that a rejection never spends more than is left) and at least ``1e-12``."""
-        if self.wealth is None:
-            return None
-        w = max(self.wealth, 0.0)
-        return min(max(w / (2.0 * (self.judged + 1)), 1e-12), w / (1.0 + w) if w > 0 else 1e-12)
-
-    def _invest(self, level: float, accepted: bool) -> None:
-        """Foster & Stine's alpha-investing: an acceptance earns ``payout``, a rejection costs ``level / (1 -
-        level)``; their bound (useless acceptances at most ``payout`` x the acceptances + the initial wealth, in
-        expectation) holds for p-values that are uniform under the null, which the paired test's are near (gain
-        over its standard error on noise features: sd 0.91, docs/relational.md)."""
-        if self.wealth is None:
-            return
-        if accepted:
-            self.wealth += self.payout
-        else:
-            self.wealth -= level / (1.0 - level)
-        self.judged += 1
 
 
 class EnumerationPolicy(ThompsonPolicy):

@@ -221,53 +221,8 @@ def test_a_paired_policy_sends_no_shadow_and_judges_each_candidate_against_its_t
         assert t["accepted"] == (t["gain"] > 1.5 * max(fb["oob_paired_se"], 1e-4)), t["why"]
 
 
-def _paired_feedback(gain: float, se: float) -> dict:
-    return {"oob_metric": "auc", "oob_before": 0.8, "oob_after": 0.8 + gain, "oob_null": 0.8,
-            "oob_paired_se": se, "importance": 0.1}
-
-
-def test_alpha_investing_spends_wealth_on_rejections_and_earns_it_on_acceptances():
-    from scipy.stats import norm
-
-    db = make_relational(n_targets=100, seed=0)
-    with pytest.raises(ValueError, match="paired"):
-        ThompsonPolicy(Generator(db), db.labels, db.labelled, wealth=0.5)
-    p = ThompsonPolicy(Generator(db), db.labels, db.labelled, paired=True, wealth=0.5, payout=0.5)
-    c = Candidate(definition="x", name="x", family="noise", facets=("kind=noise",), values=np.zeros(100))
-    assert p.level() == pytest.approx(0.25)  # wealth / (2 j), j = 1: a lenient first bar (z 0.67)
-    d = p.observe(c, _paired_feedback(0.008, 0.01))  # 0.8 standard errors: p 0.21 < 0.25
-    assert d.accepted and p.wealth == pytest.approx(1.0)
-    assert p.level() == pytest.approx(0.25)  # 1.0 / 4
-    d = p.observe(c, _paired_feedback(0.006, 0.01))  # p 0.27 > 0.25: rejected, 0.25 / 0.75 spent
-    assert not d.accepted and p.wealth == pytest.approx(1.0 - 1 / 3)
-    assert p.level() == pytest.approx((2 / 3) / 6)
-    threshold = norm.isf(p.level()) * 0.01
-    assert p.observe(c, _paired_feedback(threshold + 1e-6, 0.01)).accepted
-    assert not p.observe(c, _paired_feedback(norm.isf(p.level()) * 0.01 - 1e-6, 0.01)).accepted
-
-
-def test_alpha_investing_bounds_the_false_acceptances_of_a_stream_of_noise():
-    """Useless candidates only (p-values uniform): Foster and Stine's bound, E[false] <= payout E[accepted] +
-    wealth, is E[false] <= wealth / (1 - payout) = 1 here, however long the stream; a fixed level lets through a
-    share of all of them."""
-    db = make_relational(n_targets=100, seed=0)
-    rng = np.random.default_rng(5)
-    c = Candidate(definition="x", name="x", family="noise", facets=("kind=noise",), values=np.zeros(100))
-    false, fixed = [], []
-    for _ in range(300):
-        p = ThompsonPolicy(Generator(db), db.labels, db.labelled, paired=True, wealth=0.5, payout=0.5)
-        q = ThompsonPolicy(Generator(db), db.labels, db.labelled, paired=True)
-        gains = rng.normal(0.0, 0.01, size=80)
-        false.append(sum(p.observe(c, _paired_feedback(g, 0.01)).accepted for g in gains))
-        fixed.append(sum(q.observe(c, _paired_feedback(g, 0.01)).accepted for g in gains))
-    false = np.array(false)
-    assert false.mean() <= 1.0 + 2 * false.std() / np.sqrt(false.size), false.mean()
-    assert np.mean(fixed) > 4 * false.mean()  # 80 x 6.7% = 5.3 at z = 1.5
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [{}, {"paired": True}, {"paired": True, "wealth": 0.5}],
-                         ids=["shadows", "paired", "alpha-investing"])
+@pytest.mark.parametrize("options", [{}, {"paired": True}], ids=["shadows", "paired"])
 def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not(options):
     from scipy.stats import norm
 
