@@ -459,6 +459,35 @@ def test_a_transition_ends_before_the_settled_concepts_errors_pass_for_a_rise():
         assert len(model._driver.window) > 500
 
 
+def test_through_a_transition_nothing_is_cut_while_the_current_forest_does_not_err(monkeypatch):
+    # STAGGER rule 0 -> 2 over 50 samples at 1,400: long after the change the old rule's forest errs at a steady rate
+    # on the new rule, and its scan took a run of those errors for a rise: the window was cut to 16 samples while the
+    # current forest had not erred for over a hundred samples, and the forest grown on them erred on samples it had
+    # got right. A cut through the transition needs an error of the current forest after the rise.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    stream = drift_stream("stagger", 1400, width=50, n=1700, seed=131)
+    cut = driver.ForestDriver._cut
+
+    def run() -> tuple[list[tuple[int, bool]], np.ndarray]:
+        cuts = []
+
+        def noting(self, keep):
+            e = self._errors[self.window.order()]
+            cuts.append((self.window.n_seen, bool(np.nansum(e[~np.isnan(e)][-keep:]) > 0)))
+            cut(self, keep)
+
+        monkeypatch.setattr(driver.ForestDriver, "_cut", noting)
+        return cuts, progressive(ForestClassifier(seed=1), stream)[2]
+
+    cuts, right = run()
+    assert cuts and all(erred for _, erred in cuts)
+    monkeypatch.setattr(driver.ForestDriver, "_current_erred", lambda self, after: True)
+    cuts_without, right_without = run()
+    assert any(not erred and n > 1500 for n, erred in cuts_without)
+    assert right[1500:].sum() > right_without[1500:].sum()
+
+
 def test_early_in_a_long_transition_the_old_concepts_forest_predicts(monkeypatch):
     # STAGGER rule 0 -> 2 over 250 samples: the drift is detected while the old rule still dominates, and the
     # forest grown on the few mixed samples kept errs more than the old rule's forest. While the old forest errs
