@@ -11,7 +11,7 @@ from helpers import stream_in
 from sklearn.metrics import roc_auc_score
 
 from streamforest import FeatureStreamForest
-from streamforest.growth import AUTO_TREES, AUTO_TREES_MAX, LEAF_CHOICE_FROM, LEAF_CHOICES, auto_leaf, auto_trees
+from streamforest.growth import LEAF_CHOICE_FROM, LEAF_CHOICES, auto_leaf
 from streamforest.sampling import NARROW_ARRIVAL_GROWTH, NARROW_SUBSPACE, is_narrow, narrow_split_size
 
 
@@ -107,45 +107,3 @@ def test_few_samples_keep_the_square_root_leaf():
     X, y = xor_stream(n=LEAF_CHOICE_FROM - 1, d=3)
     f = stream_in(FeatureStreamForest(trees_per_generation=8, random_state=1), X, y)
     assert all((g.min_leaf == auto_leaf(f.n_samples_)).all() for g in f._generations)
-
-
-def banknote(n: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``n`` rows (in a fixed shuffle) and ``d`` features of the bundled banknote-authentication data."""
-    from streamforest.datasets import bundled_dir, load_csv
-
-    data = load_csv(bundled_dir() / "banknote-authentication_1462.csv")
-    rows = np.random.default_rng(0).permutation(data.y.size)[:n]
-    return data.X[rows, :d], data.y[rows]
-
-
-def test_auto_trees_grow_more_trees_on_few_samples_and_count_as_the_nominal_generation():
-    # As many trees as 50 trees on 1,000 samples cost, within [50, 300].
-    assert AUTO_TREES == 50 and AUTO_TREES_MAX == 300
-    assert [auto_trees(n) for n in (1, 60, 166, 167, 500, 1000, 1372, 10**6)] == [300, 300, 300, 299, 100, 50, 50, 50]
-    assert FeatureStreamForest().trees_per_generation == "auto"
-    for n in (60, 500, 1372):
-        X, y = banknote(n, 3)
-        auto = stream_in(FeatureStreamForest(random_state=2), X, y)
-        fixed = stream_in(FeatureStreamForest(trees_per_generation=AUTO_TREES, random_state=2), X, y)
-        assert [g.n_trees for g in auto._generations] == [auto_trees(n)] * 3
-        # The bookkeeping counts each generation as one of 50 trees: the same weights and virtual use as 50 trees.
-        assert [g.log_weight for g in auto._generations] == [g.log_weight for g in fixed._generations]
-        np.testing.assert_allclose(auto._ledger.virtual_use(), fixed._ledger.virtual_use(), rtol=1e-12)
-        if auto_trees(n) == AUTO_TREES:  # from 1,000 samples on, the very same forest
-            np.testing.assert_array_equal(auto.predict_proba(X), fixed.predict_proba(X))
-    # A given count holds whatever the samples.
-    X, y = banknote(60, 2)
-    assert {g.n_trees for g in stream_in(FeatureStreamForest(trees_per_generation=7), X, y)._generations} == {7}
-    with pytest.raises(ValueError, match="trees_per_generation"):
-        FeatureStreamForest(trees_per_generation="many").add_feature("a", X[:, 0], y=y)
-
-
-def test_auto_trees_past_the_narrow_width_keep_the_bookkeeping_of_50_trees():
-    # 4 features on 60 samples: the fourth arrives under Algorithm 1, weighted as if its generation had 50 trees.
-    X, y = banknote(60, 4)
-    f = stream_in(FeatureStreamForest(max_generations=None, prune_threshold=0.0, random_state=3), X, y)
-    assert [g.n_trees for g in f._generations] == [AUTO_TREES_MAX] * 4
-    V = f._ledger.virtual_use()
-    assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)
-    shares = [g["weight_share"] for g in f.generations_]
-    assert 0.5 < shares[-1] < 0.9  # the arriving generation leads, as with 50 trees a generation
