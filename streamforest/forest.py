@@ -84,8 +84,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     Parameters
     ----------
     trees_per_generation
-        Trees grown per arriving feature (and by :meth:`fit`), or ``"auto"``: 50 from 1,000 training samples on,
-        and on fewer as many as cost no more to grow, at most 300 (:func:`streamforest.growth.auto_trees`).
+        Trees grown per arriving feature (and by :meth:`fit`).
     max_features
         Expected share (float) or count (int) of the features in a tree's subspace, the forced one counting.
     max_depth
@@ -200,7 +199,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
 
     def __init__(
         self,
-        trees_per_generation: int | str = "auto",
+        trees_per_generation: int = 50,
         max_features: float | int = 2 / 3,
         max_depth: int | None = 16,
         min_samples_leaf: float | str = "auto",
@@ -331,7 +330,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         before = self._oob_value() if self._generations else None
         gen_id = self._new_generation_id()
         masks = self._arrival_masks(gen_id)
-        use = self._ledger_use(masks)
+        use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger" and self._narrow() and self._generations:
             log_w = self._narrow_weight(use, math.log(sampling.NARROW_ARRIVAL_GROWTH))
         elif self.policy == "challenger":
@@ -416,13 +415,13 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         before = self._oob_value()
         gen_id = self._new_generation_id()
         masks = self._uniform_masks(gen_id)
-        use = self._ledger_use(masks)
+        use = masks.sum(axis=0).astype(np.float64)
         if self.policy == "challenger" and self._narrow():
             d = self.n_features_in_
             k = sampling.subspace_size(d, self.max_features, self.max_subspace)
             log_w = self._narrow_weight(use, sampling.narrow_log_growth(d, k))
         elif self.policy == "challenger":
-            log_w = self._ledger.refresh(use, self._nominal_trees())
+            log_w = self._ledger.refresh(use, self.trees_per_generation)
         else:
             log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [], log_w, masks)
@@ -488,38 +487,19 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         with the others), as generations grow on a wide stream when it refreshes."""
         return self._ledger.add(max(g.log_weight for g in self._generations) + growth_rate, use)
 
-    def _n_trees(self) -> int:
-        """Trees of a generation grown now: ``trees_per_generation``, or by the training samples when "auto"."""
-        if self.trees_per_generation == "auto":
-            return growth.auto_trees(self.n_samples_)
-        return int(self.trees_per_generation)
-
-    def _nominal_trees(self) -> int:
-        """The trees of a generation as the bookkeeping counts them (:meth:`_ledger_use`)."""
-        return growth.AUTO_TREES if self.trees_per_generation == "auto" else int(self.trees_per_generation)
-
-    def _ledger_use(self, masks: np.ndarray) -> np.ndarray:
-        """Per-feature tree counts of a generation's ``masks`` for the bookkeeping, scaled to :meth:`_nominal_trees`
-        trees: a generation's weight is shared by its trees, so one grown with more trees (on fewer samples) uses
-        each feature no more than another."""
-        use = masks.sum(axis=0).astype(np.float64)
-        if masks.shape[0] != self._nominal_trees():
-            use *= self._nominal_trees() / masks.shape[0]
-        return use
-
     def _uniform_masks(self, gen_id: int) -> np.ndarray:
         if self._narrow():
-            return np.ones((self._n_trees(), self.n_features_in_), dtype=np.bool_)
-        return growth.uniform_masks(self._seed, gen_id, self._n_trees(), self.n_features_in_,
+            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
+        return growth.uniform_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
                                     self.max_features, self.max_subspace)
 
     def _arrival_masks(self, gen_id: int) -> np.ndarray:
         if self._narrow():
-            return np.ones((self._n_trees(), self.n_features_in_), dtype=np.bool_)
+            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
         by_importance = self.feature_sampling == "importance" or (self.feature_sampling == "auto" and self._capped())
         imp = self._importance_vector() if by_importance and self._generations and self.policy != "baseline" \
             else None
-        return growth.arrival_masks(self._seed, gen_id, self._n_trees(), self.n_features_in_,
+        return growth.arrival_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
                                     self.max_features, self.max_subspace, self.policy == "baseline", imp)
 
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, masks: np.ndarray) -> None:

@@ -19,13 +19,6 @@ from streamforest.tree.model import Trees, grow
 
 #: Salt of the subspace draws (the tree seeds use the tree's index in its place).
 _SUBSPACE_SALT = 0xFEA7
-#: ``trees_per_generation="auto"``: the trees of a generation grown on at least :data:`AUTO_TREE_SAMPLES` / 50
-#: training samples ...
-AUTO_TREES = 50
-#: ... and on fewer, as many as cost no more to grow (``AUTO_TREE_SAMPLES // n``), up to :data:`AUTO_TREES_MAX`.
-AUTO_TREE_SAMPLES = 50_000
-#: ... (scikit-learn's reference forest in ``scenarios.low_dimensional`` has 300 trees).
-AUTO_TREES_MAX = 300
 #: ``min_samples_leaf="auto"``: the leaf size of a stream past the narrow width until the subspaces are capped, and
 #: the least leaf size of a narrow stream (see :func:`leaf_sizes`) ... On the paper's datasets of at most 4
 #: features (``python -m scenarios.low_dimensional --max-d 4``, 8 seeds, with
@@ -86,23 +79,6 @@ def split_counts(split_features: float | str | None, subspaces: list[np.ndarray]
         return np.array([math.ceil(math.sqrt(len(s))) for s in subspaces], dtype=np.int64)
     return np.array([0 if split_features is None else max(1, math.ceil(split_features * len(s))) for s in subspaces],
                     dtype=np.int64)
-
-
-def auto_trees(n_samples: int) -> int:
-    """``trees_per_generation="auto"``'s trees per generation grown on ``n_samples`` training samples.
-
-    On a few dozen samples a tree's leaves hold a handful of them: each tree's vote is coarse and noisy, and an
-    average of 50 of them ranks a test set's samples with noise that more trees remove. Such trees cost little, so a
-    generation grows as many as 50 trees on 1,000 samples would cost, at most 300. On the paper's datasets of at
-    most 4 features (``python -m scenarios.low_dimensional --max-d 4``) scikit-learn's forest of 50 trees has a mean
-    test AUC 0.0043 below its forest of 300 (tuning half, seeds 2101-2104), most on datasets under 100 samples.
-
-    Examples
-    --------
-    >>> [auto_trees(n) for n in (30, 300, 1000, 50_000)]
-    [300, 166, 50, 50]
-    """
-    return int(min(AUTO_TREES_MAX, max(AUTO_TREES, AUTO_TREE_SAMPLES // max(1, n_samples))))
 
 
 def auto_leaf(n_samples: int) -> float:

@@ -252,8 +252,7 @@ def check_params(p: Mapping[str, Any]) -> None:
         if not is_int(v) or v < 1:
             raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {v!r}")
 
-    if p["trees_per_generation"] != "auto":
-        positive_int("trees_per_generation")
+    positive_int("trees_per_generation")
     positive_int("max_depth", allow_none=True)
     positive_int("max_subspace", allow_none=True)
     positive_int("max_generations", allow_none=True)

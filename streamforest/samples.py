@@ -108,7 +108,7 @@ class SamplesMixin:
         self.encoder.restart(self.model_version_)
 
     def fit(self: _Self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> _Self:
-        """The offline forest: all features at once, one generation of trees on random subspaces."""
+        """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
         self._reset()
         names, columns = inputs.named_columns(X)
         y_arr = np.asarray(y)
@@ -123,7 +123,7 @@ class SamplesMixin:
             self._columns.append(b)
             self._store.add_column(b.transform(col))
         masks = self._uniform_masks(0)
-        log_w = self._ledger.uniform(self._ledger_use(masks))
+        log_w = self._ledger.uniform(masks.sum(axis=0).astype(np.float64))
         self._next_generation = 1
         self._clear_oob()
         self._add_generation(0, [], log_w, masks)
