@@ -505,8 +505,7 @@ class ForestDriver:
         self._cut(keep)
         if fresh:
             # The old forest's errors on the samples kept (the start of the change) are where its detector begins.
-            e = self._old_errors[self.window.order()]
-            for v in e[~np.isnan(e)].tolist():
+            for v in self._scored_in_order(self._old_errors).tolist():
                 self._old_detector.update(v)
 
     def _cut(self, keep: int) -> None:
@@ -554,8 +553,7 @@ class ForestDriver:
         the last :data:`RECENT_ERRORS` samples (see :meth:`_note_errors`) flickers above and below its threshold
         on a shift as small as SEA's (an error of 0.02 rising to 0.13): from :data:`TEMPER_LLR` on, the excess the
         scan measures tempers the probabilities as well."""
-        e = self._errors[self.window.order()]
-        e = e[~np.isnan(e)]
+        e = self._scored_in_order(self._errors)
         return float(e[-after:].mean() - e[:-after].mean())
 
     def _rise(self, errors: np.ndarray) -> tuple[float, int]:
@@ -701,6 +699,12 @@ class ForestDriver:
             self._transition_end = self.window.n_seen + self._transition_span
         return keep
 
+    def _scored_in_order(self, errors: np.ndarray) -> np.ndarray:
+        """``errors`` (per window slot, NaN where not scored) of the scored samples in the window's order: the
+        latest ones last."""
+        e = errors[self.window.order()]
+        return e[~np.isnan(e)]
+
     def _since_change(self, errors: np.ndarray) -> int:
         """How many of the latest samples follow the most likely rise of ``errors`` (per window slot, NaN where not
         scored) in the window, 0 if the errors fell rather than rose (a detector such as ADWIN signals both; only a
@@ -708,8 +712,7 @@ class ForestDriver:
 
         The change point maximises the standardised difference of the mean errors after and before it (the
         likelihood-ratio split of a mean shift); detectors signal a change, not reliably where it was."""
-        e = errors[self.window.order()]
-        e = e[~np.isnan(e)]  # the samples scored: the latest ones
+        e = self._scored_in_order(errors)
         m = e.size
         if m < 2:
             return 0
@@ -803,9 +806,7 @@ class ForestDriver:
         errs at a steady rate whose runs the scan takes for rises: STAGGER rule 0 -> 2 over 50 samples at 1,400
         (seed 131 of ``scenarios.benchmarks.river``), 190 samples after the change, a cut to 16 samples (the
         current forest had not erred for 117) made a forest grown on them err on the next samples."""
-        e = self._errors[self.window.order()]
-        e = e[~np.isnan(e)]
-        return bool(e[-after:].any()) if after > 0 else False
+        return bool(self._scored_in_order(self._errors)[-after:].any()) if after > 0 else False
 
     def _set_classes(self) -> None:
         if self.regression:
