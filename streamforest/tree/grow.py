@@ -224,7 +224,7 @@ def _in_bag(data, bootstrap, state):
     iw = np.empty(n, dtype=np.float64)
     ic = np.zeros(n, dtype=np.int64)
     iwy = np.zeros(n, dtype=np.float64)
-    m = 0
+    m = np.int64(0)  # not the literal 0: numba would compile the growth kernels for Literal[int](0) as well
     # Every sample written at the next slot, kept (the slot advanced) if drawn: no branch to mispredict on a third
     # of the samples.
     for i in range(n):
@@ -618,4 +618,5 @@ def grow_trees(data, settings, plans, out):
     # Bound before the loop: numba 0.68 drops a store through a tuple field (out.n_nodes[t] = ...) in a prange body.
     n_nodes = out.n_nodes
     for t in prange(plans.seeds.shape[0]):
-        n_nodes[t] = _grow_one(data, settings, plans, t, out)
+        # prange's index is uint64 in the parallel loop and int64 in its serial typing: one type compiles once
+        n_nodes[t] = _grow_one(data, settings, plans, np.int64(t), out)

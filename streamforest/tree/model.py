@@ -277,8 +277,10 @@ def grow(
     cap = node_capacity(n_samples, max_depth, float(min_leaf.min(initial=np.inf)))
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
     n_out = 1 if n_classes == 0 else n_classes
-    # The same shapes in every call (numba compiles once per combination of field types).
-    training = training._replace(n_samples=n_samples, n_classes=n_classes)
+    # The same types in every call: numba compiles the growth kernels (about a minute of compilation each) once per
+    # combination of argument types, and a strided target or a read-only plan array is a type of its own.
+    training = training._replace(n_samples=n_samples, n_classes=n_classes,
+                                 y_cls=np.ascontiguousarray(training.y_cls), y_reg=np.ascontiguousarray(training.y_reg))
     settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
                             int(settings.dense_from), bool(settings.midpoint))
     plans = TreePlans(sub, sizes, seeds.astype(np.uint64), split_ks, min_leaf)
@@ -293,7 +295,7 @@ def grow(
     with threads_for(n_samples, n_trees):
         for a in range(0, n_trees, chunk):
             b = min(a + chunk, n_trees)
-            part = TreePlans(*(np.ascontiguousarray(x[a:b]) for x in plans))
+            part = TreePlans(*(np.array(x[a:b]) for x in plans))  # writable copies: read-only is another type
             oob = oob_leaves[a:b] if oob_leaves is not None else None
             parts.append(_grow_chunk(training, settings, part, cap, n_out, oob))
     return concat(parts, consume=True)
