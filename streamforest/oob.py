@@ -200,17 +200,6 @@ class OutOfBagMixin:
             return None
         return self._oob.error(self._y_cls)
 
-    @property
-    def oob_proba_(self) -> np.ndarray | None:
-        """A classifier's out-of-bag class probabilities, ``(n_samples, n_classes)`` (weighted as the generations
-        are); NaN rows for the samples no tree left out. None for regression or without ``oob_score``."""
-        if not self.oob_score or self.task == "regression":
-            return None
-        voted = self._oob._voted()
-        out = np.full(self._oob.sum.shape, np.nan)
-        out[voted] = self._oob.sum[voted] / self._oob.count[voted, None]
-        return out
-
     def _clear_oob(self) -> None:
         """Empty out-of-bag sums for the current samples; no generation's votes in them (or cached) any more."""
         log_ref = max((g.log_weight for g in self._generations), default=0.0)

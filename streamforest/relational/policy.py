@@ -41,7 +41,6 @@ from scipy import sparse
 from scipy.stats import norm as normal
 from scipy.stats import t as student_t
 
-from streamforest.forest import FeatureStreamForest
 from streamforest.metrics import average_ranks
 from streamforest.relational.candidates import (
     EXTENDED_OPERATORS,
@@ -355,17 +354,6 @@ class ThompsonPolicy(Policy):
         beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
         shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
         permutation of each candidate computed here. A second growth per candidate.
-    forest_check
-        Trees of a check forest (0: off). A candidate of positive out-of-bag gain (not an attribute, not a shadow)
-        is then accepted by what it adds to a forest on the target's attributes and the accepted features, grown
-        here on the labelled rows with it and again with its values permuted (the same trees' seeds, subspaces and
-        bootstrap samples): accepted when the out-of-bag Brier score's paired difference over the rows is
-        ``forest_z`` standard errors above zero (see :meth:`_forest_check`). Off by default: on Mutagenesis it
-        moved neither the loop nor a forest on its features beyond the noise of the folds (docs/relational.md).
-    forest_z
-        See ``forest_check``.
-    forest_either
-        With ``forest_check``: the check only for a candidate the shadows' rule rejects (either accepts it).
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -373,8 +361,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, forest_check: int = 0, forest_z: float = 2.0,
-                 forest_either: bool = False) -> None:
+                 basics: bool = False, paired: bool = False) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -396,12 +383,6 @@ class ThompsonPolicy(Policy):
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
-        self.forest_check = forest_check
-        self.forest_z = forest_z
-        self.forest_either = forest_either
-        self._seed = seed
-        self._check_rng = np.random.default_rng([seed, 2])
-        self.check_stats: list[tuple[str, float, float]] = []  # (definition, t, gain) of every candidate checked
         fams = list(generator.families())
         self.attributes = [f for f in fams if f.kind == "attribute"]
         self.seen: set[str] = set()  # definitions proposed
@@ -452,7 +433,6 @@ class ThompsonPolicy(Policy):
         bound = relevance_bound(self.y, ALPHA / max(len(made), 1))
         first = [c for c in made if c.relevance > bound]
         rest = [c for c in made if c.relevance <= bound]
-        self._check_base = [(c.values[self.labelled], c.nominal) for c in made]
         for c in rest:
             c.family, c.facets = Attributes.label, Attributes.facets
         return first, rest
@@ -741,8 +721,6 @@ class ThompsonPolicy(Policy):
         if candidate.shadow:
             self.shadow_gains.append(0.0 if gain is None else gain / np.sqrt(error))
             self.shadow_relevance.append(candidate.relevance)
-            if self.forest_check and gain is not None and gain > 0:  # the check's own null, for the record
-                self._forest_check(candidate)
             return Decision(False, "shadow (noise estimate)", gain)
         e = 1.0 if error is None else error
         g_thr = self.threshold(e)
@@ -752,9 +730,6 @@ class ThompsonPolicy(Policy):
         rule = f"(shadows' bound, {self.z:g} sd, at the error {_fmt_error(error)} left)"
         if gain is None:
             accepted, why = True, "first feature (nothing to compare with)"
-        elif self.forest_check and "kind=attribute" not in candidate.facets and not (
-                self.forest_either and (gain > g_thr or most)):
-            accepted, why = self._forest_check(candidate) if gain > 0 else (False, f"gain {gain:+.4f} <= 0")
         elif gain <= g_thr and not most:
             accepted, why = False, f"gain {gain:+.4f} <= {g_thr:+.4f} {rule}"
         elif candidate.relevance <= r_thr:
@@ -770,41 +745,6 @@ class ThompsonPolicy(Policy):
         if "kind=attribute" not in candidate.facets and gain is not None:
             self._reward(candidate, (gain - g_thr) / np.sqrt(error) / self.noise())
         return self._decided(candidate, accepted, why, gain)
-
-    def _forest_check(self, candidate: Candidate) -> tuple[bool, str]:
-        """What ``candidate`` adds to a forest of ``forest_check`` trees on the target's attributes and the
-        accepted features: the out-of-bag Brier score of the forest with it against that of the forest with its
-        values permuted across the labelled rows (the same seed: the same trees' subspaces and bootstrap samples),
-        paired over the rows; accepted when the mean difference is ``forest_z`` standard errors above zero.
-
-        The exploration forest's generations are forced to split on the candidate and its gain is that of a
-        stream; this is the forest the final stream grows, every feature free to compete at every split."""
-        lab = candidate.values[self.labelled]
-        real = self._check_loss(lab, candidate.nominal)
-        twin = self._check_loss(lab[self._check_rng.permutation(lab.size)], candidate.nominal)
-        ok = ~(np.isnan(real) | np.isnan(twin))
-        d = twin[ok] - real[ok]
-        se = max(float(d.std(ddof=1)) / np.sqrt(d.size), 1e-9) if d.size > 1 else np.inf
-        t = float(d.mean()) / se if d.size > 1 else 0.0
-        self.check_stats.append((candidate.definition, t, float(d.mean()) if d.size else 0.0))
-        accepted = t > self.forest_z
-        return accepted, (f"check forest: Brier gain {d.mean():+.4f}, {t:+.2f} se {'>' if accepted else '<='} "
-                          f"{self.forest_z:g}")
-
-    def _check_loss(self, values: np.ndarray, nominal: bool) -> np.ndarray:
-        """Each labelled row's out-of-bag Brier score in a check forest on the attributes, the accepted features
-        and ``values`` (NaN where no tree left the row out)."""
-        cols = self._check_base + [(c.values[self.labelled], c.nominal) for c, _ in self.accepted
-                                   if "kind=attribute" not in c.facets] + [(values, nominal)]
-        X = {f"c{i}": v for i, (v, _) in enumerate(cols)}
-        kinds = {f"c{i}": "nominal" for i, (_, nom) in enumerate(cols) if nom}
-        f = FeatureStreamForest(trees_per_generation=self.forest_check, max_features=1.0, split_features=0.34,
-                                min_samples_leaf=1, max_depth=None, numeric_categories="categories",
-                                random_state=self._seed)
-        f.fit(X, self.y, kinds=kinds)
-        p = f.oob_proba_
-        truth = (self.y[:, None] == f.classes_[None, :]).astype(np.float64)
-        return np.sum((p - truth) ** 2, axis=1)
 
     def _decided(self, candidate: Candidate, accepted: bool, why: str, gain: float | None) -> Decision:
         if accepted:

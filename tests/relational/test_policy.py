@@ -222,7 +222,7 @@ def test_a_paired_policy_sends_no_shadow_and_judges_each_candidate_against_its_t
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("options", [{}, {"paired": True}, {"forest_check": 50}], ids=["shadows", "paired", "check"])
+@pytest.mark.parametrize("options", [{}, {"paired": True}], ids=["shadows", "paired"])
 def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not(options):
     from scipy.stats import norm
 
@@ -271,7 +271,7 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not(options
     assert len(tried) >= 10  # the defining candidate comes up in most runs
     assert [t for t in tried if not t[2]] == []  # and is accepted every time
     # useless candidates slip through no more often than the rule's nominal rate, 1 - Phi(z), give or take 2 SE
-    nominal = 1 - norm.cdf(loop.policy.forest_z if loop.policy.forest_check else loop.policy.z)
+    nominal = 1 - norm.cdf(loop.policy.z)
     assert len(noise) >= 80
     assert np.mean(noise) <= nominal + 2 * np.sqrt(nominal * (1 - nominal) / len(noise)), np.mean(noise)
 
