@@ -463,10 +463,11 @@ def test_through_a_transition_nothing_is_cut_while_the_current_forest_does_not_e
     # STAGGER rule 0 -> 2 over 50 samples at 1,400: long after the change the old rule's forest errs at a steady rate
     # on the new rule, and its scan took a run of those errors for a rise: the window was cut to 16 samples while the
     # current forest had not erred for over a hundred samples, and the forest grown on them erred on samples it had
-    # got right. A cut through the transition needs an error of the current forest after the rise.
+    # got right (seed 131; since the new forest waits for 2 * grace_period samples, seed 151, cut 237 samples after
+    # the change). A cut through the transition needs an error of the current forest after the rise.
     from scenarios.benchmarks.river import drift_stream, progressive
 
-    stream = drift_stream("stagger", 1400, width=50, n=1700, seed=131)
+    stream = drift_stream("stagger", 1400, width=50, n=1700, seed=151)
     cut = driver.ForestDriver._cut
 
     def run() -> tuple[list[tuple[int, bool]], np.ndarray]:
@@ -808,3 +809,22 @@ def test_feed_turns_real_engine_output_into_pairs_a_river_model_learns_from(tmp_
         model.learn_one(x, y)
     assert metric.get() > 0.9
     assert next(itertools.islice(iter_encodings(records, hidden, stream="other"), 1), None) is None
+
+
+def test_after_a_drift_the_new_forest_waits_for_twice_grace_period_samples():
+    # Until then the refilling window's generations replace one another on the current forest (its bins); the new
+    # forest (bins and keys of the new concept) is grown on 2 * grace_period samples, not grace_period.
+    model = ForestClassifier(seed=3)
+    stream = iter(STAGGER)
+    for x, y in stream:
+        model.learn_one(x, y)
+        if model.n_drifts_detected:
+            break
+    assert model.n_drifts_detected == 1
+    cut = model.forest
+    for x, y in stream:
+        model.learn_one(x, y)
+        if model.forest is not cut:
+            break
+    assert len(model._driver.window) == 2 * model.grace_period == 2 * 50
+    assert model.forest.n_samples_ == 100
