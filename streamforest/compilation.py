@@ -1,7 +1,7 @@
 """Whether the forest's numba kernels are compiled already, so that a first run can say why it is slow.
 
 numba compiles a kernel on its first call and caches the machine code on disk (``cache=True``: in the package's
-``__pycache__``, or ``NUMBA_CACHE_DIR``); the first use of the forest in a fresh install spends about a minute
+``__pycache__``, or ``NUMBA_CACHE_DIR``); the first use of the forest in a fresh install spends one to two minutes
 there, later runs load it in well under a second. numba checks a cached kernel against its own file only, so the cache
 beside the sources is dropped whenever any numba source changed (:func:`forget_stale_kernels`, at import).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 _INDICATORS = (("streamforest.tree.grow", "grow_trees"), ("streamforest.tree.route", "_oob_votes"),
                ("streamforest.encoding", "_encode"))
 
-COMPILE_NOTICE = ("first use: compiling the forest's numba kernels (about a minute, once; "
+COMPILE_NOTICE = ("first use: compiling the forest's numba kernels (a minute or two, once; "
                   "later runs load them from the on-disk cache)")
 
 

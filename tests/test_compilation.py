@@ -76,7 +76,7 @@ print(len(grow_trees.signatures), len(_grow_one.signatures), len(_grow_nodes.sig
 
 
 def test_the_growth_kernels_are_compiled_for_one_type_of_each_argument():
-    # Each combination of argument types is a compilation of its own (about a minute for the growth kernels):
+    # Each combination of argument types is a compilation of its own (most of a first run's compilation for the growth kernels):
     # a strided target, a read-only plan array or prange's unsigned index must not make one.
     code = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n{_ONE_TYPE_PER_ARGUMENT}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -2,7 +2,7 @@
 
 On a terminal, a progress bar over the input bytes; elsewhere (a log, a pipe, CI) one status line every few
 seconds and a last line when the run ends; or nothing. The first use of the forest compiles numba kernels for
-about a minute, so a run that starts without them says so.
+a minute or two, so a run that starts without them says so.
 """
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ def grow(
     cap = node_capacity(n_samples, max_depth, float(min_leaf.min(initial=np.inf)))
     split_ks = np.ascontiguousarray(np.broadcast_to(np.asarray(split_features, dtype=np.int64), (n_trees,)))
     n_out = 1 if n_classes == 0 else n_classes
-    # The same types in every call: numba compiles the growth kernels (about a minute of compilation each) once per
+    # The same types in every call: numba compiles the growth kernels (most of a first run's compilation) once per
     # combination of argument types, and a strided target or a read-only plan array is a type of its own.
     training = training._replace(n_samples=n_samples, n_classes=n_classes,
                                  y_cls=np.ascontiguousarray(training.y_cls), y_reg=np.ascontiguousarray(training.y_reg))
