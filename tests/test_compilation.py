@@ -76,8 +76,8 @@ print(len(grow_trees.signatures), len(_grow_one.signatures), len(_grow_nodes.sig
 
 
 def test_the_growth_kernels_are_compiled_for_one_type_of_each_argument():
-    # Each combination of argument types is a compilation of its own (most of a first run's compilation for the growth kernels):
-    # a strided target, a read-only plan array or prange's unsigned index must not make one.
+    # Each combination of argument types is a compilation of its own (for the growth kernels, most of a first run's
+    # compilation): a strided target, a read-only plan array or prange's unsigned index must not make one.
     code = f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n{_ONE_TYPE_PER_ARGUMENT}"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     outer, one, nodes = (int(v) for v in out.split())
