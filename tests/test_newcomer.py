@@ -202,8 +202,8 @@ def test_compile_notice_when_the_kernels_are_not_cached(tmp_path):
     r = subprocess.run([sys.executable, "-c", code, "run", "--input", str(src), "--output", str(tmp_path / "out"),
                         "--forest-param", "trees_per_generation=3"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[1] == ("streamforest run: first use: compiling the forest's numba kernels (about a "
-                                        "minute, once; later runs load them from the on-disk cache)")
+    assert r.stderr.splitlines()[1] == ("streamforest run: first use: compiling the forest's numba kernels (a "
+                                        "minute or two, once; later runs load them from the on-disk cache)")
 
 
 def test_output_sizes_point_at_encoding_none_when_encodings_dominate(tmp_path):
