@@ -93,8 +93,9 @@ class ForestClassifier(WindowForest, base.Classifier):
         a tree's, needs the larger ``delta`` to notice SEA's shift of threshold at all); ``drift.NoDrift()`` turns
         detection off. When it signals a rise of the error, the window forgets the samples from before the change,
         a generation grown on the recent ones replaces every older one at once (as ARF replaces a tree whose
-        detector fired), and a new forest starts once the window holds twice ``grace_period`` samples again. Through a
-        gradual change (both concepts mixed for a while), the old concept's forest keeps scoring the new samples
+        detector fired), and a new forest starts once the window holds twice ``grace_period`` samples again (and
+        again, on bins of the window, each time it has doubled, up to 256 samples). Through a gradual change (both
+        concepts mixed for a while), the old concept's forest keeps scoring the new samples
         with a detector of its own, and each further rise of its error cuts the window again, past the mixed
         samples (as ARF restarts a tree's background learner at each warning). Whatever the detector, the window
         is also cut where a scan of the 0/1 errors in it finds a significant rise (the detector forgets its

@@ -828,3 +828,27 @@ def test_after_a_drift_the_new_forest_waits_for_twice_grace_period_samples():
             break
     assert len(model._driver.window) == 2 * model.grace_period == 2 * 50
     assert model.forest.n_samples_ == 100
+
+
+def test_after_a_drift_the_forest_takes_new_bins_as_the_window_doubles():
+    # The new forest after a drift takes its bins from 2 * grace_period samples; at the first growth once the window
+    # holds twice the samples the bins came from (while those were fewer than REBIN_BELOW), a new forest of
+    # REBIN_GENERATIONS generations is grown on it. The detector goes on with the errors it followed: no drift is
+    # counted, nothing is forgotten. Before the first drift the forest from grace_period samples keeps its bins.
+    model = ForestClassifier(seed=3)
+    state = model._driver
+    starts = []  # (drifts so far, samples the new forest was grown on, its generations)
+    forest = detector = None
+    for x, y in STAGGER:
+        model.learn_one(x, y)
+        if model.forest is not forest and not state._provisional:
+            forest = model.forest
+            starts.append((model.n_drifts_detected, forest.n_samples_, len(forest.generations_)))
+            if len(starts) > 2:
+                assert state._detector is detector and len(state.window) == forest.n_samples_
+            detector = state._detector
+    assert starts[:2] == [(0, 50, 1), (1, 100, 1)] and len(starts) == 4
+    sizes = [n for _, n, _ in starts[1:]]
+    assert all(2 * a <= b < 2 * a + model.refresh_every for a, b in itertools.pairwise(sizes))
+    assert sizes[-2] < driver.REBIN_BELOW <= sizes[-1]
+    assert all(d == 1 and g == driver.REBIN_GENERATIONS for d, _, g in starts[2:])
