@@ -844,9 +844,10 @@ class ForestDriver:
         Through a transition, a rise of the old concept's errors moves the training samples past it (a cut, or a
         trimmed refresh) so that those before it stop misleading the current forest. While that forest errs on
         none of the samples after the rise, they do not mislead it; and on the settled new concept the old forest
-        errs at a steady rate whose runs the scan takes for rises: STAGGER rule 0 -> 2 over 50 samples at 1,400
-        (seed 131 of ``scenarios.benchmarks.river``), 190 samples after the change, a cut to 16 samples (the
-        current forest had not erred for 117) made a forest grown on them err on the next samples."""
+        errs at a steady rate whose runs the scan takes for rises: on STAGGER rule 0 -> 2 over 50 samples at 1,400
+        (seed 151 of ``scenarios.benchmarks.river``), without this condition the window is cut long after the change
+        while the current forest has not erred, and a forest grown on the few samples left errs on the next ones
+        (``tests/connectors/test_river.py``)."""
         return bool(self._scored_in_order(self._errors)[-after:].any()) if after > 0 else False
 
     def _set_classes(self) -> None:
