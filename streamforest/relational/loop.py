@@ -28,7 +28,7 @@ import numpy as np
 from streamforest.relational.candidates import Generator
 from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.memory import release_free_memory
-from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
+from streamforest.relational.policy import MIN_PAIRED_SE, Candidate, Policy, ThompsonPolicy, paired_gain_of
 from streamforest.relational.tables import Database
 
 #: The forest of the exploration streams: small generations (feedback comes per candidate), and the paper's
@@ -191,8 +191,36 @@ class Loop:
                 for a in accepted:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)
+        if self.policy.final_check is not None:
+            gains = {t["name"]: t["gain"] for t in trials if t["accepted"]}
+            accepted = self._check(accepted, gains, train_ids, self.policy.final_check)
         predictions, final_oob = self._final(accepted)
         return LoopResult(accepted, trials, predictions, curve, final_oob, time.perf_counter() - start)
+
+    def _check(self, accepted: list[Candidate], gains: dict[str, float | None], train_ids: list[str],
+               z: float) -> list[Candidate]:
+        """The accepted set checked as a set: on a fresh exploration stream the target's attributes first, then the
+        other accepted features, largest acceptance gain first, each kept only if its out-of-bag score beats that of
+        its generation's permuted twin by ``z`` standard errors over the pairs of trees, given the ones before it.
+        A feature that passed its own test against earlier, weaker company can be redundant with what comes later
+        in the final set; the forest on the final set is diluted by it."""
+        lab = self.explore_db.labelled
+        train_y = [v for v, keep in zip(self.explore_db.label_values(), lab, strict=True) if keep]
+        self.client.samples("check", train_ids, train_y)
+        attrs = [a for a in accepted if "kind=attribute" in a.facets]
+        rest = sorted((a for a in accepted if "kind=attribute" not in a.facets),
+                      key=lambda a: -np.nan_to_num(gains.get(a.name) or 0.0))
+        kept = []
+        for a in attrs:
+            self.client.feature("check", a.name, train_ids, a.values[lab], a.nominal)
+            kept.append(a)
+        for a in rest:
+            fb = self.client.feature("check", a.name, train_ids, a.values[lab], a.nominal, paired_null=True)
+            gain, se = paired_gain_of(fb), fb.get("oob_paired_se")
+            if gain is None or gain > z * max(se or 0.0, MIN_PAIRED_SE):
+                kept.append(a)
+        self.client.drop("check")
+        return kept
 
     def _final(self, accepted: list[Candidate]) -> tuple[dict[str, dict[str, float]], float | None]:
         """The accepted features on every target row; the unlabelled rows' predictions."""

@@ -184,6 +184,10 @@ class Policy:
     #: Whether the loop asks the engine for each candidate's paired null (``feedback["oob_null"]``, see
     #: :meth:`~streamforest.FeatureStreamForest.add_feature`).
     paired = False
+    #: With a number ``z``: the set the loop ends with is checked once more (see ``Loop``): on a fresh exploration
+    #: stream, the accepted features other than the target's attributes, largest acceptance gain first, each kept
+    #: only if its paired gain over its permuted twin beats ``z`` standard errors. None: no check.
+    final_check: float | None = None
 
     def propose(self) -> Candidate | None:  # pragma: no cover - interface
         """The next candidate to send, or None when the space is exhausted."""
@@ -361,7 +365,7 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False) -> None:
+                 basics: bool = False, paired: bool = False, final_check: float | None = None) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -380,6 +384,7 @@ class ThompsonPolicy(Policy):
         self.screen = screen
         self.relevance_weight = relevance_weight
         self.paired = paired
+        self.final_check = final_check
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])

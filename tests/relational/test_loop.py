@@ -119,6 +119,17 @@ def test_planted_signal_is_found():
                for d in defs), defs
 
 
+@pytest.mark.slow
+def test_the_final_check_keeps_a_subset_with_the_planted_feature():
+    # the same exploration (the check comes after the budget), then a set no larger, the planted feature in it
+    db = make_relational(n_targets=600, seed=7)
+    plain = [c.definition for c in run_loop(db, budget=40, seed=0).accepted]
+    checked = [c.definition for c in run_loop(db, budget=40, seed=0,
+                                              policy_options={"final_check": 1.5}).accepted]
+    assert set(checked) <= set(plain) and len(checked) < len(plain), (plain, checked)
+    assert any("item.price WHERE item.category = 'c'" in d for d in checked), checked
+
+
 def _cli(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "streamforest.cli", "relational", "run", *extra, "--out", str(out), "--seed", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
