@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.relational.candidates import Generator
+from streamforest.relational.candidates import Attribute, Combination, Feature, Generator
 from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.memory import release_free_memory
 from streamforest.relational.policy import MIN_PAIRED_SE, Candidate, Policy, ThompsonPolicy, paired_gain_of
@@ -191,6 +191,8 @@ class Loop:
                 for a in accepted:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)
+        if not self.policy.attribute_combinations:
+            accepted = [a for a in accepted if not _of_attributes(a.feature) or isinstance(a.feature, Attribute)]
         if self.policy.final_check is not None:
             gains = {t["name"]: t["gain"] for t in trials if t["accepted"]}
             accepted = self._check(accepted, gains, train_ids, self.policy.final_check)
@@ -259,6 +261,15 @@ class Loop:
             client.snapshot("final")
             preds = client.wait_predictions("final", n_scored, fb["model_version"])
         return preds, fb.get("oob_after")
+
+
+def _of_attributes(f: Feature | None) -> bool:
+    """Whether a feature is the target's attribute or a combination of them alone."""
+    if isinstance(f, Attribute):
+        return True
+    if isinstance(f, Combination):
+        return _of_attributes(f.a) and (f.b is None or _of_attributes(f.b))
+    return False
 
 
 def _sample(labels: np.ndarray, labelled: np.ndarray, n: int | None, seed: int) -> np.ndarray | None:

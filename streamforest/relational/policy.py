@@ -188,6 +188,9 @@ class Policy:
     #: stream, the accepted features other than the target's attributes, largest acceptance gain first, each kept
     #: only if its paired gain over its permuted twin beats ``z`` standard errors. None: no check.
     final_check: float | None = None
+    #: False: combinations of the target's attributes among themselves leave the set the loop ends with (a forest
+    #: that has the attributes can split on them already); the exploration is the same.
+    attribute_combinations = True
 
     def propose(self) -> Candidate | None:  # pragma: no cover - interface
         """The next candidate to send, or None when the space is exhausted."""
@@ -358,6 +361,13 @@ class ThompsonPolicy(Policy):
         beats the twin's by ``z`` standard errors over the pairs of trees (see :meth:`_observe_paired`). No
         shadow is sent (``shadow_every`` is ignored); the relevance chance gives, for the screen, comes from a
         permutation of each candidate computed here. A second growth per candidate.
+    final_check
+        A number ``z``: after the budget the loop checks the accepted set on a fresh exploration stream, keeping a
+        feature other than the target's attributes only if its paired gain beats ``z`` standard errors given the
+        ones before it (see ``Loop._check``). None (the default): the set is what was accepted.
+    attribute_combinations
+        False: combinations of the target's attributes among themselves leave the final set (the exploration is
+        the same). The default keeps them.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -365,7 +375,8 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, final_check: float | None = None) -> None:
+                 basics: bool = False, paired: bool = False, final_check: float | None = None,
+                 attribute_combinations: bool = True) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -385,6 +396,7 @@ class ThompsonPolicy(Policy):
         self.relevance_weight = relevance_weight
         self.paired = paired
         self.final_check = final_check
+        self.attribute_combinations = attribute_combinations
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
