@@ -130,6 +130,18 @@ def test_the_final_check_keeps_a_subset_with_the_planted_feature():
     assert any("item.price WHERE item.category = 'c'" in d for d in checked), checked
 
 
+@needs_data
+def test_without_attribute_combinations_the_final_set_is_the_rest():
+    # seed 0 accepts three combinations of the molecule attributes among themselves: they leave, the rest stays
+    db = mutagenesis()
+    plain = [c.definition for c in run_loop(db, budget=40, seed=0).accepted]
+    without = [c.definition for c in run_loop(db, budget=40, seed=0,
+                                              policy_options={"attribute_combinations": False}).accepted]
+    combos = [d for d in plain if "root." in d and "(" in d and "atoms" not in d]
+    assert len(combos) == 3, plain
+    assert without == [d for d in plain if d not in combos]
+
+
 def _cli(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "streamforest.cli", "relational", "run", *extra, "--out", str(out), "--seed", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
