@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,7 +29,14 @@ import numpy as np
 from streamforest.relational.candidates import Attribute, Combination, Feature, Generator
 from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.memory import release_free_memory
-from streamforest.relational.policy import MIN_PAIRED_SE, Candidate, Policy, ThompsonPolicy, paired_gain_of
+from streamforest.relational.policy import (
+    MIN_PAIRED_SE,
+    Candidate,
+    Policy,
+    ThompsonPolicy,
+    error_of,
+    paired_gain_of,
+)
 from streamforest.relational.tables import Database
 
 #: The forest of the exploration streams: small generations (feedback comes per candidate), and the paper's
@@ -153,6 +161,7 @@ class Loop:
         trials: list[dict[str, Any]] = []
         curve: list[tuple[int, float | None]] = []
         best: float | None = None
+        misses: list[tuple[float, int, Candidate]] = []  # a min-heap of the best rejected, by normalised gain
         while len(trials) < self.budget:
             c = self.policy.propose()
             if c is None:
@@ -164,6 +173,12 @@ class Loop:
                 accepted.append(c)
             else:
                 rejected += 1
+                if self.policy.near_misses and not c.shadow and d.gain is not None and d.gain > 0:
+                    key = (d.gain / np.sqrt(error_of(fb) or 1.0), len(trials), c)
+                    if len(misses) < self.policy.near_misses:
+                        heapq.heappush(misses, key)
+                    elif key[:2] > misses[0][:2]:
+                        heapq.heapreplace(misses, key)
             oob = fb.get("oob_after")
             if oob is not None and d.accepted:
                 best = oob if best is None else (min(best, oob) if fb["oob_metric"] == "log_loss" else max(best, oob))
@@ -191,6 +206,7 @@ class Loop:
                 for a in accepted:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)
+        accepted += [c for _, _, c in sorted(misses, key=lambda m: m[1])]
         if not self.policy.attribute_combinations:
             accepted = [a for a in accepted if not _of_attributes(a.feature) or isinstance(a.feature, Attribute)]
         if self.policy.final_check is not None:

@@ -191,6 +191,9 @@ class Policy:
     #: False: combinations of the target's attributes among themselves leave the set the loop ends with (a forest
     #: that has the attributes can split on them already); the exploration is the same.
     attribute_combinations = True
+    #: The rejected candidates of the largest positive gains (in units of ``sqrt(error)``) that join the set the
+    #: loop ends with, besides the accepted ones; the exploration is the same.
+    near_misses = 0
 
     def propose(self) -> Candidate | None:  # pragma: no cover - interface
         """The next candidate to send, or None when the space is exhausted."""
@@ -368,6 +371,9 @@ class ThompsonPolicy(Policy):
     attribute_combinations
         False: combinations of the target's attributes among themselves leave the final set (the exploration is
         the same). The default keeps them.
+    near_misses
+        The rejected candidates (shadows aside) of the largest positive gains in units of ``sqrt(error)``, at most
+        this many, join the final set beside the accepted ones (the exploration is the same). 0 by default.
     """
 
     def __init__(self, generator: Generator, y: np.ndarray, labelled: np.ndarray, seed: int = 0, pool: int = 8,
@@ -376,7 +382,7 @@ class ThompsonPolicy(Policy):
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
                  basics: bool = False, paired: bool = False, final_check: float | None = None,
-                 attribute_combinations: bool = True) -> None:
+                 attribute_combinations: bool = True, near_misses: int = 0) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -397,6 +403,7 @@ class ThompsonPolicy(Policy):
         self.paired = paired
         self.final_check = final_check
         self.attribute_combinations = attribute_combinations
+        self.near_misses = near_misses
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0
         self._null_rng = np.random.default_rng([seed, 1])
