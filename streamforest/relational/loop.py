@@ -5,7 +5,8 @@ The loop sends the labelled target rows to an *exploration* stream, then one can
 in the exploration forest and blur later feedback, so after ``rebase_after`` rejections the loop drops that stream
 and starts a fresh one with the accepted features only (a ``control drop`` and re-sent features: nothing beyond
 the protocol). At the end a *final* stream gets every target row -- the unlabelled ones as unlabelled samples,
-never learned from -- and the accepted features: its predictions score the unlabelled rows.
+never learned from -- and the final set: the accepted features and the policy's ``near_misses`` (the rejected
+candidates whose gains came nearest the bar); its predictions score the unlabelled rows.
 
 Examples
 --------
@@ -26,17 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from streamforest.relational.candidates import Attribute, Combination, Feature, Generator
+from streamforest.relational.candidates import Generator
 from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.memory import release_free_memory
-from streamforest.relational.policy import (
-    MIN_PAIRED_SE,
-    Candidate,
-    Policy,
-    ThompsonPolicy,
-    error_of,
-    paired_gain_of,
-)
+from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy, error_of
 from streamforest.relational.tables import Database
 
 #: The forest of the exploration streams: small generations (feedback comes per candidate), and the paper's
@@ -66,7 +60,8 @@ def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool =
 
 @dataclass
 class LoopResult:
-    """What a run found: accepted candidates, every trial, the scored rows' predictions, the score curve."""
+    """What a run found: the final set (``accepted``: the accepted candidates, then the near misses), every trial,
+    the scored rows' predictions, the score curve."""
 
     accepted: list[Candidate]
     trials: list[dict[str, Any]]
@@ -207,38 +202,8 @@ class Loop:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)
         accepted += [c for _, _, c in sorted(misses, key=lambda m: m[1])]
-        if not self.policy.attribute_combinations:
-            accepted = [a for a in accepted if not _of_attributes(a.feature) or isinstance(a.feature, Attribute)]
-        if self.policy.final_check is not None:
-            gains = {t["name"]: t["gain"] for t in trials if t["accepted"]}
-            accepted = self._check(accepted, gains, train_ids, self.policy.final_check)
         predictions, final_oob = self._final(accepted)
         return LoopResult(accepted, trials, predictions, curve, final_oob, time.perf_counter() - start)
-
-    def _check(self, accepted: list[Candidate], gains: dict[str, float | None], train_ids: list[str],
-               z: float) -> list[Candidate]:
-        """The accepted set checked as a set: on a fresh exploration stream the target's attributes first, then the
-        other accepted features, largest acceptance gain first, each kept only if its out-of-bag score beats that of
-        its generation's permuted twin by ``z`` standard errors over the pairs of trees, given the ones before it.
-        A feature that passed its own test against earlier, weaker company can be redundant with what comes later
-        in the final set; the forest on the final set is diluted by it."""
-        lab = self.explore_db.labelled
-        train_y = [v for v, keep in zip(self.explore_db.label_values(), lab, strict=True) if keep]
-        self.client.samples("check", train_ids, train_y)
-        attrs = [a for a in accepted if "kind=attribute" in a.facets]
-        rest = sorted((a for a in accepted if "kind=attribute" not in a.facets),
-                      key=lambda a: -np.nan_to_num(gains.get(a.name) or 0.0))
-        kept = []
-        for a in attrs:
-            self.client.feature("check", a.name, train_ids, a.values[lab], a.nominal)
-            kept.append(a)
-        for a in rest:
-            fb = self.client.feature("check", a.name, train_ids, a.values[lab], a.nominal, paired_null=True)
-            gain, se = paired_gain_of(fb), fb.get("oob_paired_se")
-            if gain is None or gain > z * max(se or 0.0, MIN_PAIRED_SE):
-                kept.append(a)
-        self.client.drop("check")
-        return kept
 
     def _final(self, accepted: list[Candidate]) -> tuple[dict[str, dict[str, float]], float | None]:
         """The accepted features on every target row; the unlabelled rows' predictions."""
@@ -277,15 +242,6 @@ class Loop:
             client.snapshot("final")
             preds = client.wait_predictions("final", n_scored, fb["model_version"])
         return preds, fb.get("oob_after")
-
-
-def _of_attributes(f: Feature | None) -> bool:
-    """Whether a feature is the target's attribute or a combination of them alone."""
-    if isinstance(f, Attribute):
-        return True
-    if isinstance(f, Combination):
-        return _of_attributes(f.a) and (f.b is None or _of_attributes(f.b))
-    return False
 
 
 def _sample(labels: np.ndarray, labelled: np.ndarray, n: int | None, seed: int) -> np.ndarray | None:
