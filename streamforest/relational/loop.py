@@ -5,7 +5,8 @@ The loop sends the labelled target rows to an *exploration* stream, then one can
 in the exploration forest and blur later feedback, so after ``rebase_after`` rejections the loop drops that stream
 and starts a fresh one with the accepted features only (a ``control drop`` and re-sent features: nothing beyond
 the protocol). At the end a *final* stream gets every target row -- the unlabelled ones as unlabelled samples,
-never learned from -- and the accepted features: its predictions score the unlabelled rows.
+never learned from -- and the final set: the accepted features and the policy's ``near_misses`` (the rejected
+candidates whose gains came nearest the bar); its predictions score the unlabelled rows.
 
 Examples
 --------
@@ -18,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -28,7 +30,7 @@ import numpy as np
 from streamforest.relational.candidates import Generator
 from streamforest.relational.drivers import EngineClient, InProcess
 from streamforest.relational.memory import release_free_memory
-from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy
+from streamforest.relational.policy import Candidate, Policy, ThompsonPolicy, error_of
 from streamforest.relational.tables import Database
 
 #: The forest of the exploration streams: small generations (feedback comes per candidate), and the paper's
@@ -58,7 +60,8 @@ def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool =
 
 @dataclass
 class LoopResult:
-    """What a run found: accepted candidates, every trial, the scored rows' predictions, the score curve."""
+    """What a run found: the final set (``accepted``: the accepted candidates, then the near misses), every trial,
+    the scored rows' predictions, the score curve."""
 
     accepted: list[Candidate]
     trials: list[dict[str, Any]]
@@ -153,6 +156,7 @@ class Loop:
         trials: list[dict[str, Any]] = []
         curve: list[tuple[int, float | None]] = []
         best: float | None = None
+        misses: list[tuple[float, int, Candidate]] = []  # a min-heap of the best rejected, by normalised gain
         while len(trials) < self.budget:
             c = self.policy.propose()
             if c is None:
@@ -164,6 +168,12 @@ class Loop:
                 accepted.append(c)
             else:
                 rejected += 1
+                if self.policy.near_misses and not c.shadow and d.gain is not None and d.gain > 0:
+                    key = (d.gain / np.sqrt(error_of(fb) or 1.0), len(trials), c)
+                    if len(misses) < self.policy.near_misses:
+                        heapq.heappush(misses, key)
+                    elif key[:2] > misses[0][:2]:
+                        heapq.heapreplace(misses, key)
             oob = fb.get("oob_after")
             if oob is not None and d.accepted:
                 best = oob if best is None else (min(best, oob) if fb["oob_metric"] == "log_loss" else max(best, oob))
@@ -191,6 +201,7 @@ class Loop:
                 for a in accepted:
                     self.client.feature(stream, a.name, train_ids, a.values[lab], a.nominal)
         self.client.drop(stream)
+        accepted += [c for _, _, c in sorted(misses, key=lambda m: m[1])]
         predictions, final_oob = self._final(accepted)
         return LoopResult(accepted, trials, predictions, curve, final_oob, time.perf_counter() - start)
 

@@ -119,6 +119,21 @@ def test_planted_signal_is_found():
                for d in defs), defs
 
 
+@needs_data
+def test_near_misses_join_the_final_set_after_the_accepted_ones():
+    # the same exploration; the final set also holds the rejected candidates of the largest positive gains in
+    # units of sqrt(error), shadows aside
+    db = mutagenesis()
+    plain = run_loop(db, budget=40, seed=0, policy_options={"near_misses": 0})
+    more = run_loop(db, budget=40, seed=0, policy_options={"near_misses": 2})
+    assert [t["definition"] for t in more.trials] == [t["definition"] for t in plain.trials]
+    misses = [t for t in plain.trials if not t["accepted"] and not t["shadow"] and (t["gain"] or 0.0) > 0]
+    misses.sort(key=lambda t: -t["gain"] / np.sqrt(max(1.0 - t["feedback"]["oob_before"], 1e-4)))
+    assert len(misses) >= 3
+    plain_defs = {c.definition for c in plain.accepted}
+    assert {c.definition for c in more.accepted} == plain_defs | {t["definition"] for t in misses[:2]}
+
+
 def _cli(out: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "streamforest.cli", "relational", "run", *extra, "--out", str(out), "--seed", "1"]
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
