@@ -212,7 +212,7 @@ DUEL_ETA = 1.0
 #: TrumpApproval went from 0.6677 to 0.7235 (regression's drift handling was not measured further).
 RESTART_GRACE = 2
 #: After a drift, the forest of :data:`RESTART_GRACE` takes its bins from 100 samples (a numeric feature has at most
-#: 100 values to split between), and they served every refresh until the next drift. At the first growth once the
+#: 100 values to split between), which would serve every refresh until the next drift. At the first growth once the
 #: window holds :data:`REBIN_GROWTH` times the samples the bins came from (while those were fewer than
 #: :data:`REBIN_BELOW`), a new forest of :data:`REBIN_GENERATIONS` generations is grown on the window, on bins of it
 #: (at about 200 and 400 samples); the drift detector and the errors it followed are kept. Before the first drift the
