@@ -8,9 +8,11 @@ refusal into a dead-letter ``error`` record). The schemas are documented in ``do
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 
 from streamforest.inputs import is_int
@@ -23,6 +25,8 @@ MAX_NAME_LENGTH = 256
 #: Longest string label (a class name) and string feature value (a category), in characters.
 MAX_LABEL_LENGTH = 256
 MAX_CATEGORY_LENGTH = 1024
+#: The types of a feature value that a numeric column holds as it is (null: missing).
+NUMBER_TYPES = frozenset({int, float, type(None)})
 
 
 class Refused(ValueError):
@@ -108,13 +112,20 @@ def _label(value: Any, what: str = "label") -> Any:
 
 def _value(value: Any, what: str) -> Any:
     """A feature value: a finite number, a string (a category), a boolean, or null (missing)."""
-    if isinstance(value, str) and len(value) > MAX_CATEGORY_LENGTH:
-        raise Refused(f"{what} (a category) is longer than {MAX_CATEGORY_LENGTH} characters")
-    if value is None or isinstance(value, (bool, str)):
-        return value
-    if isinstance(value, (int, float)):
-        if isinstance(value, float) and not math.isfinite(value):
+    # The common cases first: a samples message carries a value per sample and feature.
+    if isinstance(value, float):
+        if not math.isfinite(value):
             raise Refused(f"{what} must be finite")
+        return value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        if abs(value) > sys.float_info.max:  # a column of numbers is float64
+            raise Refused(f"{what} is beyond the range of a float")
+        return value
+    if isinstance(value, str):
+        if len(value) > MAX_CATEGORY_LENGTH:
+            raise Refused(f"{what} (a category) is longer than {MAX_CATEGORY_LENGTH} characters")
         return value
     raise Refused(f"{what} must be a number, a string, a boolean or null, got {type(value).__name__}")
 
@@ -142,6 +153,17 @@ def _samples(obj: dict, stream: str) -> SamplesMessage:
     return SamplesMessage(stream, tuple(out))
 
 
+def _finite_numbers(values: list, types: set[type]) -> bool:
+    """Whether every one of ``values`` (whose types are ``types``) is null, an int or a finite float."""
+    if not types <= NUMBER_TYPES:
+        return False
+    try:
+        column = np.array(values, dtype=np.float64)  # a null becomes NaN
+    except OverflowError:  # an int beyond a float's range: the values are checked one by one
+        return False
+    return int(np.count_nonzero(~np.isfinite(column))) == values.count(None)
+
+
 def _feature(obj: dict, stream: str) -> FeatureMessage:
     name = _string(_require(obj, "name"), "name", MAX_NAME_LENGTH)
     ids = _require(obj, "ids")
@@ -152,21 +174,24 @@ def _feature(obj: dict, stream: str) -> FeatureMessage:
         raise Refused(f"ids and values differ in length ({len(ids)} ids, {len(values)} values)")
     if not ids:
         raise Refused("a feature part must carry at least one value")
-    # The common cases (string ids, finite numbers) are checked in bulk; otherwise one by one, for the error.
-    if all(type(v) is str and 0 < len(v) <= MAX_ID_LENGTH for v in ids):
+    # The common cases (string ids; numbers and nulls) are checked in bulk, by C-level passes over the lists (a
+    # feature carries a value per sample); otherwise one by one, for the error.
+    if set(map(type, ids)) == {str} and min(map(len, ids)) > 0 and max(map(len, ids)) <= MAX_ID_LENGTH:
         id_list = tuple(ids)
     else:
         id_list = tuple(_sample_id(v, "ids[]") for v in ids)
     if len(set(id_list)) != len(id_list):
         raise Refused("ids repeat within the feature message")
-    if all(type(v) is int or (type(v) is float and math.isfinite(v)) for v in values):
+    types = set(map(type, values))
+    if _finite_numbers(values, types):
         vals = tuple(values)
     else:
         vals = tuple(_value(v, f"values[{k}]") for k, v in enumerate(values))
     kind = obj.get("kind")
     if kind is not None and kind not in KINDS:
         raise Refused(f"kind must be one of {KINDS}, got {kind!r}")
-    if kind == "numeric" and any(isinstance(v, (str, bool)) for v in vals):
+    # _value returns every value it accepts as it is: the values' types are those of the message
+    if kind == "numeric" and any(issubclass(t, (str, bool)) for t in types):
         raise Refused("a numeric feature has non-numeric values")
     part, parts = obj.get("part", 0), obj.get("parts", 1)
     for what, v in (("part", part), ("parts", parts)):

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from streamforest.engine.messages import FeatureMessage
+from streamforest.engine.messages import NUMBER_TYPES, FeatureMessage
 from streamforest.forest import FeatureStreamForest
 from streamforest.inputs import is_number
 
@@ -120,11 +120,13 @@ class StreamState:
             self.columns[name] = np.concatenate([col, filler])
 
     def set_column(self, name: str, kind: str | None, ids: list[str], values: list[Any]) -> None:
-        rows = np.fromiter((self.index[i] for i in ids), dtype=np.int64, count=len(ids))
-        numeric = kind != "nominal" and all(v is None or is_number(v, numpy=False) for v in values)
+        rows = np.fromiter(map(self.index.__getitem__, ids), dtype=np.int64, count=len(ids))
+        # The types first, in one C-level pass (a value per sample); one by one only for what they do not settle.
+        numeric = kind != "nominal" and (set(map(type, values)) <= NUMBER_TYPES
+                                         or all(v is None or is_number(v, numpy=False) for v in values))
         if numeric:
             col = np.full(self.n_samples, np.nan)
-            col[rows] = np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+            col[rows] = np.array(values, dtype=np.float64)  # a null becomes NaN
         else:
             col = np.full(self.n_samples, None, dtype=object)
             col[rows] = np.array(values, dtype=object)

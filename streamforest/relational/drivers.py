@@ -32,10 +32,13 @@ SAMPLES_MESSAGE_BYTES = 4 * 2**20
 
 def _wire(values: np.ndarray, nominal: bool) -> list[Any]:
     """Feature values as the protocol has them: numbers (None = missing), nominal codes as text."""
-    vals = values.tolist()
+    missing = ~np.isfinite(values)
     if nominal:
-        return [None if v != v else str(int(v)) for v in vals]
-    return [None if v != v or v in (float("inf"), float("-inf")) else v for v in vals]
+        wire = np.where(missing, 0, values).astype(np.int64).astype(str).astype(object)
+    else:
+        wire = values.astype(object)
+    wire[missing] = None
+    return wire.tolist()
 
 
 class Transport(Protocol):

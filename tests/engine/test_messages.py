@@ -59,6 +59,17 @@ def test_feature_message_decodes_with_ids_as_strings_and_default_parts():
     assert (m.part, m.parts, m.kind, m.values) == (1, 3, "nominal", ("red", True))
 
 
+def test_an_integer_beyond_a_float_is_refused_where_python_objects_come_in():
+    # JSON text cannot carry one (orjson refuses it), a decoded object handed to parse() can; a numeric column is
+    # float64, so it would fail only when the column is made.
+    for values in ([10**400, 1.0], [10**400, None], [2.5, -(10**309)]):
+        with pytest.raises(Refused, match=r"values\[\d\] is beyond the range of a float"):
+            parse({**GOOD[1], "ids": ["0", "1"], "values": values})
+    with pytest.raises(Refused, match=r"x\['f'\] is beyond the range of a float"):
+        parse({"v": 1, "type": "samples", "stream": "s", "samples": [{"id": "a", "x": {"f": 10**400}}]})
+    assert parse({**GOOD[1], "ids": ["0", "1"], "values": [2**80, None]}).values == (2**80, None)
+
+
 def test_label_and_control_messages_decode():
     assert decode(dumps(GOOD[4])) == LabelMessage("s", "0", "yes")
     m = decode(dumps(GOOD[5]))
