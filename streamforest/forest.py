@@ -137,6 +137,12 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         Generations whose share of the total weight is below this are dropped (0 keeps everything).
     max_generations
         Budget of alive generations; past it the two oldest are merged into one (see *Wide streams*).
+    max_samples
+        Samples a tree's bootstrap draws (with replacement, by class in proportion to its size): ``None`` as many
+        as there are training samples (Breiman's forests), an int at most that many, a float in (0, 1] that share
+        of them, as scikit-learn's ``max_samples``. On a large training set it makes each tree cheaper and smaller
+        at little cost in accuracy; the samples a tree did not draw are its out-of-bag ones. Fixed once the forest
+        has samples.
     task
         ``"classification"`` or ``"regression"``.
     oob_score
@@ -212,6 +218,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         max_subspace: int | None = 64,
         prune_threshold: float = 1e-3,
         max_generations: int | None = 40,
+        max_samples: int | float | None = None,
         task: str = "classification",
         oob_score: bool = True,
         random_state: int | None = None,
@@ -229,6 +236,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self.max_subspace = max_subspace
         self.prune_threshold = prune_threshold
         self.max_generations = max_generations
+        self.max_samples = max_samples
         self.task = task
         self.oob_score = oob_score
         self.random_state = random_state
@@ -364,7 +372,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         leaves = gen.oob_leaves
         if leaves is None:
             leaves = route.out_of_bag_leaves(gen.trees, training.columns, n, training.y_cls, training.n_classes,
-                                             gen.seeds)
+                                             gen.seeds, training.draws)
         return gen, tree_votes(gen.trees, leaves), tree_votes(null_trees, null_leaves), leaves >= 0
 
     def _choose_category_rule(self, binner: ColumnBinner) -> None:
@@ -460,8 +468,10 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     # ------------------------------------------------------------------ growing a generation
 
     def _training(self) -> growth.TrainingSet:
-        return growth.TrainingSet(self._store.data, self._store.n_samples, self._y_cls, self._y_reg,
-                                  self._n_classes, self._columns.is_nominal(), self._columns.bin_values())
+        n = self._store.n_samples
+        return growth.TrainingSet(self._store.data, n, self._y_cls, self._y_reg, self._n_classes,
+                                  self._columns.is_nominal(), self._columns.bin_values(),
+                                  growth.bootstrap_draws(self.max_samples, n))
 
     def _tree_settings(self) -> growth.TreeSettings:
         return growth.TreeSettings(self.max_depth, self.min_category_size, midpoint=self.split_threshold == "midpoint")

@@ -104,6 +104,21 @@ def auto_leaf(n_samples: int) -> float:
     return min(AUTO_LEAF_MAX, max(AUTO_LEAF, math.sqrt(n_samples)))
 
 
+def bootstrap_draws(max_samples: int | float | None, n_samples: int) -> int:
+    """How many samples a tree's bootstrap draws out of ``n_samples`` under ``max_samples`` (see
+    :class:`~streamforest.FeatureStreamForest`), 0 meaning all of them (the kernels' convention).
+
+    Examples
+    --------
+    >>> [bootstrap_draws(None, 500), bootstrap_draws(100, 500), bootstrap_draws(0.5, 500), bootstrap_draws(900, 500)]
+    [0, 100, 250, 0]
+    """
+    if max_samples is None:
+        return 0
+    draws = max(1, round(max_samples * n_samples)) if isinstance(max_samples, float) else int(max_samples)
+    return 0 if draws >= n_samples else draws
+
+
 def leaf_sizes(min_samples_leaf: float | str, n_trees: int, capped: bool, narrow: bool, n_samples: int) -> np.ndarray:
     """The least (bootstrap-weighted) samples in a leaf of each tree grown on ``n_samples`` while the stream is
     ``narrow`` or not (:func:`streamforest.sampling.is_narrow`) and ``capped`` or not, see ``min_samples_leaf``."""

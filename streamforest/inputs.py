@@ -283,5 +283,8 @@ def check_params(p: Mapping[str, Any]) -> None:
         raise ValueError(f"feature_sampling must be one of {FEATURE_SAMPLING}, got {p['feature_sampling']!r}")
     if not isinstance(p["prune_threshold"], (int, float)) or not 0 <= p["prune_threshold"] < 1:
         raise ValueError(f"prune_threshold must be in [0, 1), got {p['prune_threshold']!r}")
+    ms = p["max_samples"]
+    if ms is not None and not (is_int(ms) and ms >= 1) and not (isinstance(ms, float) and 0 < ms <= 1):
+        raise ValueError(f"max_samples must be a positive integer, a float in (0, 1] or None, got {ms!r}")
     if p["task"] not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {p['task']!r}")

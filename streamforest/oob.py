@@ -59,7 +59,7 @@ def generation_votes(gen: Generation, training: TrainingSet) -> tuple[np.ndarray
         return *gen.oob_votes, leaves
     if leaves is None:
         leaves = route.out_of_bag_leaves(gen.trees, training.columns, training.n_samples, training.y_cls,
-                                         training.n_classes, gen.seeds)
+                                         training.n_classes, gen.seeds, training.draws)
     return *route.out_of_bag_votes(gen.trees, leaves), leaves
 
 

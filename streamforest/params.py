@@ -16,7 +16,7 @@ from streamforest import inputs
 #: The constructor's parameters, in its order (:meth:`FeatureStreamForest.get_params`).
 PARAMS = ("trees_per_generation", "max_features", "max_depth", "min_samples_leaf", "min_category_size",
           "split_features", "split_threshold", "numeric_categories", "policy", "feature_sampling", "max_subspace",
-          "prune_threshold", "max_generations", "task", "oob_score", "random_state")
+          "prune_threshold", "max_generations", "max_samples", "task", "oob_score", "random_state")
 
 _Self = TypeVar("_Self", bound="ParamsMixin")
 
@@ -57,6 +57,9 @@ class ParamsMixin:
             raise ValueError(f"unknown parameters {unknown} (parameters: {list(PARAMS)})")
         if "task" in params and params["task"] != self.task and self._store is not None:
             raise ValueError("task cannot change once the forest has samples")
+        if "max_samples" in params and params["max_samples"] != self.max_samples and self._store is not None:
+            # the out-of-bag scores regenerate every alive tree's draws from the forest's setting
+            raise ValueError("max_samples cannot change once the forest has samples")
         inputs.check_params({**self.get_params(), **params})
         for k, v in params.items():
             setattr(self, k, v)

@@ -27,6 +27,9 @@ from streamforest.tree.model import Trees
 
 FORMAT = "streamforest.forest"
 VERSION = 1
+#: Parameters newer than the format, with the value that means "as before them": written only when set otherwise,
+#: so that a forest which does not use them saves the very file a reader older than them reads.
+LATER_PARAMS = {"max_samples": None}
 
 _Self = TypeVar("_Self", bound="PersistenceMixin")
 
@@ -63,7 +66,7 @@ def state_arrays(state: ForestState) -> tuple[dict[str, np.ndarray], dict[str, A
     header = {
         "format": FORMAT,
         "version": VERSION,
-        "params": state.params,
+        "params": {k: v for k, v in state.params.items() if k not in LATER_PARAMS or v != LATER_PARAMS[k]},
         "seed": state.seed,
         "features": [b.to_json() for b in state.binners],
         "classes": None if state.classes is None else _json_safe(state.classes),
@@ -100,7 +103,7 @@ def state_from_arrays(arrays: Any, header: dict[str, Any]) -> ForestState:
                        else np.full(trees.n_trees, float(header["params"]["min_samples_leaf"])))
         )
     # Files saved before thresholds could sit midway: their trees grew with thresholds at bin edges.
-    params = {"split_threshold": "edge", **header["params"]}
+    params = {"split_threshold": "edge", **LATER_PARAMS, **header["params"]}
     return ForestState(
         params=params, seed=int(header["seed"]),
         binners=[ColumnBinner.from_json(b) for b in header["features"]],

@@ -15,6 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 from streamforest import FeatureReport, FeatureStreamForest
 from streamforest.bookkeeping import shares
+from streamforest.growth import bootstrap_draws
 from streamforest.tree import route
 from streamforest.tree.grow import bootstrap_counts
 
@@ -64,7 +65,7 @@ def oob_from_scratch(f: FeatureStreamForest, X: np.ndarray, y: np.ndarray) -> tu
             continue
         leaves = route.leaves(g.trees, Xb, n)
         for t in range(g.n_trees):
-            oob = bootstrap_counts(n, y_codes, 2, True, np.uint64(g.seeds[t])) == 0
+            oob = bootstrap_counts(n, y_codes, 2, True, bootstrap_draws(f.max_samples, n), np.uint64(g.seeds[t])) == 0
             w = info["weight_share"] / g.n_trees
             votes[oob] += w * g.trees.value[g.trees.offsets[t] + leaves[oob, t]]
             weight[oob] += w
@@ -226,8 +227,9 @@ def test_challenger_weights_grow_with_the_stream():
 
 @pytest.mark.parametrize(
     "kw",
-    [{"prune_threshold": 0.02, "max_generations": None}, {"prune_threshold": 0.0, "max_generations": 3}],
-    ids=["pruning", "merging"],
+    [{"prune_threshold": 0.02, "max_generations": None}, {"prune_threshold": 0.0, "max_generations": 3},
+     {"prune_threshold": 0.02, "max_generations": 3, "max_samples": 0.4}],
+    ids=["pruning", "merging", "max_samples"],
 )
 def test_out_of_bag_score_matches_a_computation_from_scratch(kw):
     X, y = wide_stream(n=250, d=16)
@@ -762,6 +764,35 @@ def test_get_params_round_trips_and_set_params_refuses_bad_values_without_change
     assert (f.max_depth, f.policy) == (4, "baseline")  # nothing half-set
     with pytest.raises(ValueError, match="unknown parameters"):
         f.set_params(n_estimators=3)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5, 0.0, "half", True])
+def test_max_samples_refuses_what_is_not_a_count_or_a_share(bad):
+    with pytest.raises(ValueError, match="max_samples must be a positive integer, a float in"):
+        FeatureStreamForest(max_samples=bad)
+
+
+def test_max_samples_draws_that_many_per_tree_by_class_and_is_fixed_once_fitted(clf_data, tmp_path):
+    X, y = clf_data  # 400 samples
+    small = FeatureStreamForest(trees_per_generation=20, min_samples_leaf=1, max_samples=100, random_state=0).fit(X, y)
+    full = FeatureStreamForest(trees_per_generation=20, min_samples_leaf=1, random_state=0).fit(X, y)
+    y_codes = y.astype(np.int32)
+    for g in small.state().generations:
+        for seed in g.seeds:
+            counts = bootstrap_counts(400, y_codes, 2, True, 100, np.uint64(seed))
+            assert counts.sum() == 100 and counts[y == 1].sum() == round(100 * y.mean())
+    # Trees grown on a quarter of the samples, leaves of one sample: about a quarter of the nodes.
+    assert small.state().generations[0].trees.n_nodes < 0.4 * full.state().generations[0].trees.n_nodes
+    assert roc_auc_score(y, small.predict_proba(X)[:, 1]) > 0.9
+    with pytest.raises(ValueError, match="max_samples cannot change once the forest has samples"):
+        small.set_params(max_samples=200)
+    small.save(tmp_path / "f.npz")
+    again = FeatureStreamForest.load(tmp_path / "f.npz")
+    assert again.max_samples == 100
+    np.testing.assert_array_equal(again.predict_proba(X), small.predict_proba(X))
+    # max_samples of at least the samples is Breiman's bootstrap: the same forest as without it
+    same = FeatureStreamForest(trees_per_generation=20, min_samples_leaf=1, max_samples=1.0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(same.predict_proba(X), full.predict_proba(X))
 
 
 def test_midpoint_thresholds_send_an_unseen_value_to_the_side_of_the_nearer_training_values():

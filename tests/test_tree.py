@@ -455,8 +455,8 @@ def test_untracked_histograms_of_large_nodes_grow_the_same_trees(task):
             np.testing.assert_array_equal(getattr(dense, name), getattr(tracked, name), err_msg=name)
 
 
-@pytest.mark.parametrize("task", ["binary", "regression"])
-def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task):
+@pytest.mark.parametrize(("task", "draws"), [("binary", 0), ("regression", 0), ("binary", 250), ("regression", 250)])
+def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task, draws):
     # Each tree routes the samples it left out just after growing; the same leaves as routing the grown trees from
     # their seeds' draws (missing values and a nominal column included).
     rng = np.random.default_rng(5)
@@ -473,12 +473,14 @@ def test_out_of_bag_leaves_from_growth_are_the_routed_ones(task):
     seeds = np.arange(10, 16, dtype=np.uint64)
     subs = [np.arange(4, dtype=np.int64), np.array([0, 3], dtype=np.int64)] * 3
     leaves = np.full((len(seeds), n), -7, dtype=np.int32)
-    trees = grow(TrainingSet(data.Xb, n, y_cls, y_reg, n_classes, data.is_nominal), subs, seeds, TreeSettings(8, 0.0),
-                 min_samples_leaf=2, split_features=2, oob_leaves=leaves)
-    routed = route.out_of_bag_leaves(trees, data.Xb, n, y_cls, n_classes, seeds)
+    training = TrainingSet(data.Xb, n, y_cls, y_reg, n_classes, data.is_nominal, draws=draws)
+    trees = grow(training, subs, seeds, TreeSettings(8, 0.0), min_samples_leaf=2, split_features=2, oob_leaves=leaves)
+    routed = route.out_of_bag_leaves(trees, data.Xb, n, y_cls, n_classes, seeds, draws)
     np.testing.assert_array_equal(leaves, routed)
     out = leaves >= 0
-    assert 0.3 < out.mean() < 0.45  # about e^-1 of the samples are out of each tree's bag
+    # about e^-(draws/n) of the samples are out of each tree's bag
+    share = np.exp(-(draws or n) / n)
+    assert share - 0.06 < out.mean() < share + 0.06
     assert (trees.left[trees.offsets[:-1, None] + np.where(out, leaves, 0)][out] == -1).all()  # leaves
 
 

@@ -62,6 +62,7 @@ class TrainingSet(NamedTuple):
     n_classes: int
     is_nominal: np.ndarray
     bin_values: np.ndarray = NO_BIN_VALUES
+    draws: int = 0
 
 
 class TreeSettings(NamedTuple):
@@ -177,11 +178,14 @@ def _build_histograms(H, Xb, feats, n_feats, samples, start, end, is_reg):
 
 
 @njit(cache=True)
-def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, state: np.ndarray) -> np.ndarray:
-    """Bootstrap draw counts; stratified by class so that every class keeps its size in every tree."""
+def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, draws: int,
+                      state: np.ndarray) -> np.ndarray:
+    """Bootstrap draw counts; stratified by class so that every class keeps its share in every tree."""
     counts = np.zeros(n, dtype=np.float64)
+    if draws <= 0 or draws > n:
+        draws = n
     if not stratified:
-        for _ in range(n):
+        for _ in range(draws):
             counts[next_below(state, n)] += 1.0
         return counts
     class_n = np.zeros(n_classes, dtype=np.int64)
@@ -198,17 +202,21 @@ def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: boo
         fill[c] += 1
     for c in range(n_classes):
         m = class_n[c]
-        for _ in range(m):
+        k = m if draws == n else max(min(m, 1), np.int64(np.round(m * draws / n)))
+        for _ in range(k):
             counts[members[starts[c] + next_below(state, m)]] += 1.0
     return counts
 
 
 @njit(cache=True)
-def bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, seed: np.uint64) -> np.ndarray:
-    """The in-bag draw counts of the tree with this seed (recomputed on demand for out-of-bag scores)."""
+def bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, draws: int,
+                     seed: np.uint64) -> np.ndarray:
+    """The in-bag draw counts of the tree with this seed (recomputed on demand for out-of-bag scores): ``draws``
+    draws with replacement among the ``n`` samples (0: ``n``), by class in proportion to its size when
+    ``stratified`` (every class present keeps at least one draw)."""
     state = np.empty(1, dtype=np.uint64)
     state[0] = seed
-    return _bootstrap_counts(n, y_cls, n_classes, stratified, state)
+    return _bootstrap_counts(n, y_cls, n_classes, stratified, draws, state)
 
 
 @njit(inline="always")
@@ -217,7 +225,7 @@ def _in_bag(data, bootstrap, state):
     n = data.n_samples
     is_reg = data.n_classes == 0
     if bootstrap:
-        w = _bootstrap_counts(n, data.y_cls, max(data.n_classes, 1), not is_reg, state)
+        w = _bootstrap_counts(n, data.y_cls, max(data.n_classes, 1), not is_reg, data.draws, state)
     else:
         w = np.ones(n, dtype=np.float64)
     idx = np.empty(n, dtype=np.int64)

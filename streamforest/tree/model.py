@@ -279,7 +279,7 @@ def grow(
     n_out = 1 if n_classes == 0 else n_classes
     # The same types in every call: numba compiles the growth kernels (most of a first run's compilation) once per
     # combination of argument types, and a strided target or a read-only plan array is a type of its own.
-    training = training._replace(n_samples=n_samples, n_classes=n_classes,
+    training = training._replace(n_samples=n_samples, n_classes=n_classes, draws=int(training.draws),
                                  y_cls=np.ascontiguousarray(training.y_cls), y_reg=np.ascontiguousarray(training.y_reg))
     settings = TreeSettings(max_depth, float(settings.min_category_size), bool(settings.bootstrap),
                             int(settings.dense_from), bool(settings.midpoint))

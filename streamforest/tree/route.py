@@ -132,9 +132,9 @@ def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True)
-def _inbag(n, y_cls, n_classes, stratified, seeds, out):
+def _inbag(n, y_cls, n_classes, stratified, draws, seeds, out):
     for t in prange(seeds.shape[0]):
-        counts = bootstrap_counts(n, y_cls, n_classes, stratified, seeds[t])
+        counts = bootstrap_counts(n, y_cls, n_classes, stratified, draws, seeds[t])
         for i in range(n):
             out[t, i] = counts[i] > 0
 
@@ -167,18 +167,19 @@ def _oob_votes(trees, leaves, out, count):
 
 
 def out_of_bag_leaves(
-    trees: Trees, Xb: np.ndarray, n_samples: int, y_cls: np.ndarray, n_classes: int, seeds: np.ndarray
+    trees: Trees, Xb: np.ndarray, n_samples: int, y_cls: np.ndarray, n_classes: int, seeds: np.ndarray,
+    draws: int = 0,
 ) -> np.ndarray:
     """Per tree and training sample, the leaf the sample reaches if the tree left it out of bag, else -1: shape
     ``(n_trees, n_samples)``, int32.
 
-    The in-bag draws are regenerated from the trees' seeds (the same draws they were grown on), so nothing per tree
-    and sample has to be stored.
+    The in-bag draws (``draws`` per tree, 0: ``n_samples``, as the trees were grown) are regenerated from the
+    trees' seeds (the same draws they were grown on), so nothing per tree and sample has to be stored.
     """
     inbag = np.empty((len(seeds), n_samples), dtype=np.bool_)
     leaves = np.empty((len(seeds), n_samples), dtype=np.int32)
     with threads_for(n_samples, len(seeds)):
-        _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, seeds.astype(np.uint64), inbag)
+        _inbag(n_samples, y_cls, max(n_classes, 1), n_classes > 0, int(draws), seeds.astype(np.uint64), inbag)
         _oob_leaves(trees, Xb, n_samples, inbag, leaves)
     return leaves
 
