@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from typing import Any
 
 import numba
@@ -25,3 +26,19 @@ def environment(versions: dict[str, str] | None = None, **extra: Any) -> dict[st
         "versions": {"streamforest": streamforest.__version__, "numpy": np.__version__, "numba": numba.__version__,
                      **(versions or {})},
     }
+
+
+def machine_reference() -> dict[str, float]:
+    """Seconds of a fixed workload on one core: a pure-Python loop of 10 million additions, and numpy sorting 20
+    million floats. This machine's speed moves from day to day (the feature-arrival benchmark's peers, scikit-learn
+    and LightGBM, have run 2-3 times slower on one day than on another), so runs of different days compare by it.
+    """
+    start = time.perf_counter()
+    total = 0
+    for i in range(10_000_000):
+        total += i
+    python = time.perf_counter() - start
+    values = np.random.default_rng(0).random(20_000_000)
+    start = time.perf_counter()
+    np.sort(values)
+    return {"python_loop_s": round(python, 3), "numpy_sort_s": round(time.perf_counter() - start, 3)}

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.benchmarks.common import environment
+from scenarios.benchmarks.common import environment, machine_reference
 from scenarios.benchmarks.relational_shapes import SHAPES, cache_dir, ensure
 
 FT_SCRIPT = Path(__file__).with_name("relational_featuretools_scale.py")
@@ -279,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
           f"budget {args.budget}, seed {args.seed}; "
           f"goals <= {args.seconds_goal:g} s and <= {args.gib_goal:g} GiB per shape; cache {cache_dir()}",
           file=sys.stderr)
+    reference = machine_reference()
+    print(f"machine reference: Python loop {reference['python_loop_s']:.2f} s, numpy sort "
+          f"{reference['numpy_sort_s']:.2f} s (a fixed workload: runs of different days compare by it)", flush=True)
     for shape in shapes:
         t0 = time.perf_counter()
         schema, planted = makers[shape]()
@@ -308,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
               f"peak RSS worst {max(r['peak_rss_gib'] for r in ok):.2f} GiB")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"summary": summary, "environment": environment()}, indent=1))
+    out.write_text(json.dumps({"summary": summary, "environment": environment(machine_reference=reference)},
+                              indent=1))
     return 0 if len(ok) == len(runs) else 1
 
 
