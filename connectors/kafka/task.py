@@ -194,9 +194,10 @@ class PartitionTask:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False) -> bool:
+    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False, blocking: bool = True) -> bool:
         """Flush outputs, then the changed state (when due or forced), then the offsets; exactly-once: all in this
-        partition's transaction. Returns whether anything was committed."""
+        partition's transaction. Returns whether anything was committed. ``blocking=False`` sends the offsets of
+        at-least-once without waiting for the broker's answer (see :meth:`Worker.revoked`)."""
         if self.position is None:
             return False
         # While replaying, the outputs up to replay_until are published already: that is what is committed. A
@@ -234,7 +235,10 @@ class PartitionTask:
                 self._write_state()
             self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
-            consumer.commit(offsets)
+            if blocking:
+                consumer.commit(offsets)
+            else:
+                consumer.commit_async(offsets)
         self.committed_position = upto
         self.metrics.commits.inc()
         return True

@@ -606,8 +606,13 @@ class Worker:
             self.pending[p] = 0.0
         self._pause(partitions)
 
-    def revoked(self, partitions: list[int], lost: bool = False) -> None:
-        """Commit what is done and the state (so the next owner replays little), then let the partition go."""
+    def revoked(self, partitions: list[int], lost: bool = False, blocking: bool = True) -> None:
+        """Commit what is done and the state (so the next owner replays little), then let the partition go.
+
+        ``blocking=False`` from the rebalance listener: kafka-python 3 calls it on the consumer's IO thread, where
+        a blocking consumer call (``commit``) raises; there the offsets are sent without waiting. The outputs and
+        the changelog's position are flushed before either way, so a commit that does not arrive only makes the
+        next owner replay more (without republishing what the changelog says was published)."""
         self.metrics.rebalances.inc()
         self.last_activity = time.monotonic()
         for p in partitions:
@@ -615,9 +620,11 @@ class Worker:
             task = self.tasks.pop(p, None)
             if task is None:
                 continue
-            if not lost:
-                self._commit(task, force_state=True)
-            task.close(abort=True)
+            try:
+                if not lost:
+                    self._commit(task, force_state=True, blocking=blocking)
+            finally:  # whatever the commit raised, the partition's task lets go of it
+                task.close(abort=True)
             log.info("partition %d %s", p, "lost" if lost else "revoked: state handed over")
 
     def _start_pending(self) -> None:
@@ -671,9 +678,9 @@ class Worker:
         self.pending[task.partition] = time.monotonic() + RETRY_SECONDS
         self._pause([task.partition])
 
-    def _commit(self, task: PartitionTask, force_state: bool = False) -> bool:
+    def _commit(self, task: PartitionTask, force_state: bool = False, blocking: bool = True) -> bool:
         try:
-            return task.checkpoint(self.consumer, force_state)
+            return task.checkpoint(self.consumer, force_state, blocking)
         except KafkaError as exc:
             if task.partition in self.tasks:
                 self._restart(task, f"commit failed: {exc}", exc)
@@ -761,7 +768,7 @@ class _Listener(ConsumerRebalanceListener):
         self.worker.assigned(sorted(tp.partition for tp in assigned))
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self.worker.revoked(sorted(tp.partition for tp in revoked))
+        self.worker.revoked(sorted(tp.partition for tp in revoked), blocking=False)
 
     def on_partitions_lost(self, lost: Any) -> None:
         self.worker.revoked(sorted(tp.partition for tp in lost), lost=True)
