@@ -435,6 +435,27 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         self._add_generation(gen_id, [], log_w, masks)
         return self._settle("", before, start)
 
+    def newest_report(self) -> FeatureReport:
+        """The newest generation as a :class:`FeatureReport` with no feature: its weight and trees and the forest's
+        out-of-bag score now (``oob_after``). What :meth:`fit` grew, told the way :meth:`add_feature` tells a
+        feature's generation.
+
+        Examples
+        --------
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 3)); y = (X[:, 0] > 0).astype(int)
+        >>> r = FeatureStreamForest(trees_per_generation=20, random_state=0).fit(X, y).newest_report()
+        >>> r.feature, r.generation, r.n_trees, r.weight_share, r.oob_metric, r.oob_after > 0.9
+        ('', 0, 20, 1.0, 'auc', True)
+        """
+        self._check_fitted()
+        gen = self._generations[-1]
+        return FeatureReport(
+            feature="", generation=gen.id, log_weight=gen.log_weight,
+            weight_share=float(weight_shares(self._generations)[-1]), n_trees=gen.n_trees,
+            oob_metric=metric_name(self.task, self._n_classes), oob_after=self._oob_value(),
+        )
+
     def _check_feature(self, name: Any, values: Any, y: Any, kind: str | None) -> tuple[ColumnBinner, np.ndarray]:
         """Refuse a bad feature before anything changes; its binner and bins."""
         if not isinstance(name, str) or not name:
@@ -555,16 +576,10 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     def _settle(self, feature: str, before: float | None, start: float) -> FeatureReport:
         """After a new generation (the newest; ``max_generations >= 2`` never merges it): prune, keep the budget,
         publish the new model version, and report on the generation (``feature`` is the forced one, or "")."""
-        gen = self._generations[-1]
         pruned = self._prune()
         merged = self._enforce_budget()
-        after = self._oob_value()
-        share = float(weight_shares(self._generations)[-1])
         importance = feature_importance(self._generations, self.n_features_in_ - 1) if feature else 0.0
         self._bump_version()
-        return FeatureReport(
-            feature=feature, generation=gen.id, log_weight=gen.log_weight, weight_share=share, n_trees=gen.n_trees,
-            pruned=pruned, merged=merged, importance=importance, oob_metric=metric_name(self.task, self._n_classes),
-            oob_before=before, oob_after=after, seconds=time.perf_counter() - start,
-        )
+        return dataclasses.replace(self.newest_report(), feature=feature, pruned=pruned, merged=merged,
+                                   importance=importance, oob_before=before, seconds=time.perf_counter() - start)
 

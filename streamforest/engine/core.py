@@ -13,6 +13,7 @@ and leaves the engine's state as it was, byte for byte; metrics are updated at t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from streamforest.forest import FeatureStreamForest
 from streamforest.inputs import is_int
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
+#: How a stream's forest starts on the features that came before its labels (see :class:`EngineConfig`).
+STARTS = ("stream", "fit")
 #: Samples per republication batch: a few MB of records with hundreds of trees, and large enough that the
 #: per-batch costs (a numba call, a file write) are spread over thousands of records.
 CHUNK_SIZE = 4096
@@ -77,6 +80,13 @@ class EngineConfig:
     max_message_bytes
         Messages longer than this many bytes are refused unread (dead letters keep a truncated copy); large
         feature columns are sent in parts.
+    start
+        How a stream's forest starts on the features that came before its labels: ``"stream"`` grows a generation
+        per feature in arrival order (a feedback record each, as if they arrived then); ``"fit"`` grows the
+        offline forest on all of them at once (:meth:`~streamforest.FeatureStreamForest.fit`: one generation of
+        ``trees_per_generation`` trees, one feedback record with no feature). A stream that only needs the model
+        its features make together (a final scoring) pays for one generation rather than one per feature; features
+        that come after the start grow their generations either way.
     """
 
     forest: dict[str, Any] = field(default_factory=lambda: {"random_state": 0})
@@ -85,8 +95,11 @@ class EngineConfig:
     n_components: int = DEFAULT_N_COMPONENTS
     encoding_values: str = "binary"
     max_message_bytes: int = MAX_MESSAGE_BYTES
+    start: str = "stream"
 
     def __post_init__(self) -> None:
+        if self.start not in STARTS:
+            raise ValueError(f"start must be one of {STARTS}, got {self.start!r}")
         if self.publish not in PUBLISH_POLICIES:
             raise ValueError(f"publish must be one of {PUBLISH_POLICIES}, got {self.publish!r}")
         if self.encoding not in ENCODINGS:
@@ -113,8 +126,11 @@ class EngineConfig:
 
     def to_json(self) -> dict[str, Any]:
         """What decides the engine's outputs (checkpoints record it; a restart with another is refused)."""
-        return {"forest": self.forest, "publish": self.publish, "encoding": self.encoding,
-                "n_components": self.n_components, "encoding_values": self.encoding_values}
+        out = {"forest": self.forest, "publish": self.publish, "encoding": self.encoding,
+               "n_components": self.n_components, "encoding_values": self.encoding_values}
+        if self.start != "stream":  # the checkpoints written before the option stay valid for its default
+            out["start"] = self.start
+        return out
 
 
 class Engine:
@@ -418,7 +434,16 @@ class Engine:
         y = np.array([st.labels[r] for r in rows])
         out = []
         start = time.perf_counter()
-        for k, name in enumerate(st.columns):
+        if self.config.start == "fit":
+            try:
+                forest.fit({name: st.columns[name][rows] for name in st.columns}, y, kinds=st.kinds)
+            except (ValueError, TypeError) as exc:
+                raise Refused(f"cannot start the forest: {exc}") from None
+            forest.encoder.without_deltas()  # fit starts the forest afresh, its encoder too
+            report = dataclasses.replace(forest.newest_report(), seconds=time.perf_counter() - start)
+            out.append(records.feedback(st.name, report, forest.model_version_))
+            self._later(self.metrics.generation, st.name, report, forest.n_trees_)
+        for k, name in enumerate(st.columns if self.config.start == "stream" else ()):
             try:
                 report = forest.add_feature(name, st.columns[name][rows], y=y if k == 0 else None,
                                             kind=st.kinds[name])

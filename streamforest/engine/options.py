@@ -8,7 +8,14 @@ import argparse
 
 from streamforest.cli_options import bounded_int, forest_params
 from streamforest.encoding import DEFAULT_N_COMPONENTS, VALUE_MODES
-from streamforest.engine.core import ENCODINGS, MAX_MESSAGE_BYTES, MAX_N_COMPONENTS, PUBLISH_POLICIES, EngineConfig
+from streamforest.engine.core import (
+    ENCODINGS,
+    MAX_MESSAGE_BYTES,
+    MAX_N_COMPONENTS,
+    PUBLISH_POLICIES,
+    STARTS,
+    EngineConfig,
+)
 
 
 def add_engine_options(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +39,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-message-bytes", type=bounded_int(1), default=MAX_MESSAGE_BYTES,
                         help=f"refuse messages longer than this (dead letters keep their first 4 KiB and their "
                              f"length); default {MAX_MESSAGE_BYTES} (16 MiB): send larger feature columns in parts")
+    parser.add_argument("--start", choices=STARTS, default="stream",
+                        help="how a stream's forest starts on the features that came before its labels: a "
+                             "generation per feature in arrival order (stream), or the offline forest on all of "
+                             "them at once, one generation (fit)")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:
@@ -41,6 +52,6 @@ def engine_config(args: argparse.Namespace) -> EngineConfig:
     try:
         return EngineConfig(forest=forest, publish=args.publish, encoding=args.encoding,
                             n_components=args.n_components, encoding_values=args.encoding_values,
-                            max_message_bytes=args.max_message_bytes)
+                            max_message_bytes=args.max_message_bytes, start=args.start)
     except (ValueError, TypeError) as exc:
         raise ValueError(f"bad engine option: {exc}") from None

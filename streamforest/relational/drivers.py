@@ -13,6 +13,7 @@ A Kafka transport is the same two methods over the input and output topics: ``Ka
 
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import subprocess
@@ -54,7 +55,7 @@ class Transport(Protocol):
 
 def engine_options(config: dict[str, Any]) -> list[str]:
     """The engine options (``streamforest run``, ``streamforest kafka run``) of an engine configuration given as
-    ``EngineConfig`` arguments (its ``forest``, ``publish`` and ``encoding``).
+    ``EngineConfig`` arguments (its ``forest``, ``publish``, ``encoding`` and ``start``).
 
     Examples
     --------
@@ -67,7 +68,7 @@ def engine_options(config: dict[str, Any]) -> list[str]:
         out += ["--seed", str(forest.pop("random_state"))]
     for k, v in forest.items():
         out += ["--forest-param", f"{k}={orjson.dumps(v).decode()}"]
-    for k in ("publish", "encoding"):
+    for k in ("publish", "encoding", "start"):
         if k in config:
             out += [f"--{k}", str(config[k])]
     return out
@@ -200,6 +201,8 @@ class EngineClient:
         self.transport = transport
         self.timeout = timeout
         self._predictions: dict[str, dict[str, tuple[int, dict[str, float]]]] = {}
+        # Feedback records not read yet: a message's answer may come back while the client sends the next one.
+        self._unread: collections.deque[dict[str, Any]] = collections.deque()
 
     def samples(self, stream: str, ids: Sequence[str], labels: Sequence[Any],
                 features: Sequence[tuple[str, np.ndarray, bool]] = ()) -> None:
@@ -219,24 +222,42 @@ class EngineClient:
             self._take(self.transport.receive(0.0))
 
     def feature(self, stream: str, name: str, ids: Sequence[str], values: np.ndarray,
-                nominal: bool = False, paired_null: bool = False) -> dict[str, Any]:
+                nominal: bool = False, paired_null: bool = False, before_labels: bool = False) -> dict[str, Any]:
         """Send a feature; returns the engine's feedback record for it (with ``paired_null``, also the score with
-        its generation's permuted twin in its place: ``oob_null``, ``oob_paired_se``)."""
+        its generation's permuted twin in its place: ``oob_null``, ``oob_paired_se``). ``before_labels``: the
+        stream has no labelled samples yet, so the engine's answer is the ``waiting`` record naming the feature
+        (without it, such an answer is an error)."""
         msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "kind": "nominal" if nominal else "numeric",
                "ids": list(ids), "values": _wire(values, nominal)}
         if paired_null:
             msg["paired_null"] = True
         self.transport.send(msg)
+        return self._feedback(stream, {name}, waiting_ok=before_labels)
+
+    def started(self, stream: str, last: str) -> dict[str, Any]:
+        """Wait until the stream's forest has started on the features sent before its labels (``last``: the last
+        of them); the start's last feedback record (an engine started by ``fit`` gives one, with no feature)."""
+        return self._feedback(stream, {last, ""})
+
+    def _feedback(self, stream: str, names: set[str], waiting_ok: bool = False) -> dict[str, Any]:
+        """The stream's next feedback record on one of ``names`` (or the ``waiting`` one, when ``waiting_ok``)."""
         deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            for r in self._take(self.transport.receive(min(1.0, self.timeout))):
-                if r["type"] != "feedback" or r["stream"] != stream:
+        while True:
+            while self._unread:
+                r = self._unread.popleft()
+                if r["stream"] != stream:
                     continue
-                if r.get("status") == "waiting" and name in r["features"]:
+                if r.get("status") == "waiting" and names & set(r["features"]):
+                    if waiting_ok:
+                        return r
                     raise ValueError(f"the engine cannot start stream {stream!r}: {r['reason']}")
-                if r.get("feature") == name:
+                if r.get("feature") in names:
                     return r
-        raise TimeoutError(f"no feedback for feature {name!r} within {self.timeout} s")
+            if time.monotonic() >= deadline:
+                break
+            self._take(self.transport.receive(min(1.0, self.timeout)))
+        raise TimeoutError(f"no feedback for feature {' or '.join(map(repr, sorted(names)))} of stream {stream!r} "
+                           f"within {self.timeout} s")
 
     def snapshot(self, stream: str) -> None:
         """Ask for the stream's predictions under its current model (``control snapshot``)."""
@@ -268,6 +289,8 @@ class EngineClient:
         for r in records:
             if r["type"] == "error":
                 raise RuntimeError(f"the engine refused a message: {r['reason']}")
+            if r["type"] == "feedback":
+                self._unread.append(r)
             if r["type"] == "prediction":
                 seen = self._predictions.setdefault(r["stream"], {})
                 old = seen.get(r["id"])

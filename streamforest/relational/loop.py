@@ -43,13 +43,13 @@ from streamforest.relational.tables import Database
 #: the out-of-bag error the gain is measured on.
 EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None, "min_samples_leaf": 3,
                   "numeric_categories": "categories"}
-#: The forest of the final stream, which scores the unlabelled rows with the accepted features only, most relevant
-#: first, 300 trees per feature. Leaves of one sample, as Breiman's forests grow them, and the paper's challenger
-#: weights (the generations grown once every feature is there outweigh the first ones, which saw one or two). The
-#: last generations carry most of the weight, so they alone make the vote: hence many trees per generation
-#: (docs/relational.md has the measurements). A tree draws at most 20,000 labelled rows: on more, its cost and size
-#: grow with them and the forest's accuracy hardly (on the scale benchmark's 70,000 labelled rows, the same
-#: out-of-bag AUC in a third less time; "Scale over shapes" in docs/relational.md).
+#: The forest of the final stream, which scores the unlabelled rows with the final set: the offline forest on all of
+#: it at once (the final engine starts by ``fit``: one generation of 300 trees on random subspaces, leaves of one
+#: sample, as Breiman's forests grow them). A generation per feature cost the final stream most of its time and
+#: added nothing: the challenger weights left the last three generations nearly all the vote (docs/relational.md
+#: has the measurements). A tree draws at most 20,000 labelled rows: on more, its cost and size grow with them and
+#: the forest's accuracy hardly (on the scale benchmark's 70,000 labelled rows, the same out-of-bag AUC in a third
+#: less time; "Scale over shapes" in docs/relational.md).
 FINAL_FOREST = {"trees_per_generation": 300, "min_samples_leaf": 1, "numeric_categories": "categories",
                 "max_samples": 20_000}
 
@@ -58,7 +58,7 @@ def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool =
     """The engine configuration of the loop's exploration (or ``final``) engine, as ``EngineConfig`` arguments."""
     base = FINAL_FOREST if final else EXPLORE_FOREST
     return {"forest": {**base, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
-            "encoding": "none"}
+            "encoding": "none", **({"start": "fit"} if final else {})}
 
 
 @dataclass
@@ -214,15 +214,8 @@ class Loop:
             return {}, None
         client = self.final_client
         labelled = self.db.labelled
-        # The labelled rows learn first, the unlabelled ones come with every feature's value at the end: the same
-        # forest (it learns from the labelled rows alone), and the engine scores the unlabelled rows once, under the
-        # last model, rather than after every feature (which took most of the final stream's time).
-        lab_ids = self.db.ids[labelled].tolist()
-        client.samples("final", lab_ids, [v for v, keep in zip(self.labels, labelled, strict=True) if keep])
-        fb: dict[str, Any] = {}
-        # Each generation of the final forest knows the features arrived before it and all weigh alike: sending
-        # the most relevant first puts them in every generation (in acceptance order, a strong feature found late
-        # would sit in a few generations only, outvoted by the early ones).
+        # Most relevant first: an engine that streams the features as they came (one serving the exploration too,
+        # whose start is "stream") then puts the strong ones in every generation.
         order = sorted(range(len(accepted)), key=lambda i: (-np.nan_to_num(accepted[i].relevance), i))
         accepted[:] = [accepted[i] for i in order]
         if self.sample is not None:  # computed on the exploration sample so far: now on every row
@@ -233,17 +226,18 @@ class Loop:
             if isinstance(gen, Generator):
                 gen.forget_indexes()
         release_free_memory()
+        # Every target row, unlabelled; the final set on all of them; then the labels: the forest starts on the
+        # whole set (learning from the labelled rows alone) and scores the unlabelled rows once.
+        ids = self.db.ids.tolist()
+        client.samples("final", ids, [None] * len(ids))
         for a in accepted:
-            fb = client.feature("final", a.name, lab_ids, a.values[labelled], a.nominal)
-            release_free_memory()  # what growing the generation freed: the resident size follows the alive trees
-        scored = ~labelled
-        n_scored = int(scored.sum())
-        preds = {}
-        if n_scored:
-            client.samples("final", self.db.ids[scored].tolist(), [None] * n_scored,
-                           [(a.name, a.values[scored], a.nominal) for a in accepted])
-            client.snapshot("final")
-            preds = client.wait_predictions("final", n_scored, fb["model_version"])
+            client.feature("final", a.name, ids, a.values, a.nominal, before_labels=True)
+        client.samples("final", self.db.ids[labelled].tolist(),
+                       [v for v, keep in zip(self.labels, labelled, strict=True) if keep])
+        fb = client.started("final", accepted[-1].name)
+        release_free_memory()  # what growing the forest freed: the resident size follows the alive trees
+        n_scored = int((~labelled).sum())
+        preds = client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
         return preds, fb.get("oob_after")
 
 

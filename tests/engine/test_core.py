@@ -16,9 +16,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from streamforest import FeatureStreamForest
 from streamforest.engine.core import Engine, EngineConfig
 
 from .support import (
+    TINY,
     control,
     dumps,
     engine,
@@ -60,7 +62,8 @@ def scoring_ids(t) -> list[str]:
 
 
 @pytest.mark.parametrize("kwargs", [{"publish": "some"}, {"encoding": "trees"}, {"n_components": 0},
-                                    {"forest": {"trees_per_generation": 0}}, {"forest": {"bogus": 1}}])
+                                    {"forest": {"trees_per_generation": 0}}, {"forest": {"bogus": 1}},
+                                    {"start": "later"}])
 def test_bad_configuration_is_refused_when_the_engine_is_made(kwargs):
     with pytest.raises((ValueError, TypeError)):
         EngineConfig(**kwargs)
@@ -132,6 +135,33 @@ def test_features_before_labels_start_the_forest_when_two_classes_are_known(toy)
     fb = of_type(out, "feedback")
     assert [r["feature"] for r in fb] == list(toy["columns"])  # one feedback per feature, in arrival order
     assert {r["id"] for r in of_type(out, "prediction")} == {*scoring_ids(toy), "new"}
+
+
+def test_a_forest_started_by_fit_grows_the_offline_forest_on_every_feature_at_once(toy):
+    config = EngineConfig(forest={**TINY, "trees_per_generation": 12}, encoding="none", start="fit")
+    assert config.to_json()["start"] == "fit" and "start" not in EngineConfig().to_json()  # old checkpoints hold
+    e = Engine(config)
+    feed(e, [samples("s", [(i, None) for i in toy["ids"]])])
+    out = feed(e, task_messages(toy)[1:])
+    assert [r["status"] for r in out] == ["waiting"] * len(toy["columns"])
+    out = feed(e, [samples("s", list(zip(toy["ids"], toy["labels"], strict=True)))])
+    (fb,) = of_type(out, "feedback")  # one generation, one feedback, no feature of its own
+    assert (fb["feature"], fb["generation"], fb["n_trees"], fb["weight_share"], fb["model_version"]) == ("", 0, 12,
+                                                                                                      1.0, 1)
+    assert fb["oob_metric"] == "auc" and fb["oob_before"] is None and 0.5 < fb["oob_after"] <= 1.0
+    # The forest FeatureStreamForest.fit grows on the labelled rows: the same predictions of the scoring set.
+    lab = [k for k, v in enumerate(toy["labels"]) if v is not None]
+    X = {name: np.array(col, dtype=object) if toy["kinds"][name] == "nominal"
+         else np.array([np.nan if v is None else v for v in col]) for name, col in toy["columns"].items()}
+    offline = FeatureStreamForest(**{**TINY, "trees_per_generation": 12}).fit(
+        {name: col[lab] for name, col in X.items()}, np.array([toy["labels"][k] for k in lab]), kinds=toy["kinds"])
+    scored = [k for k, v in enumerate(toy["labels"]) if v is None]
+    expected = offline.predict_proba({name: col[scored] for name, col in X.items()})
+    got = {r["id"]: r["proba"] for r in of_type(out, "prediction")}
+    assert np.allclose([[got[toy["ids"][k]]["0"], got[toy["ids"][k]]["1"]] for k in scored], expected)
+    # A feature after the start grows its own generation, as in a stream started feature by feature.
+    out = feed(e, [feature("s", "late", toy["ids"], [float(k % 3) for k in range(len(toy["ids"]))])])
+    assert [(r["feature"], r["generation"]) for r in of_type(out, "feedback")] == [("late", 1)]
 
 
 # ----------------------------------------------------------------------------- predictions and encodings
