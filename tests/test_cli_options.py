@@ -48,10 +48,10 @@ def test_engine_options_build_the_engine_config():
     add_engine_options(ap)
     args = ap.parse_args(["--seed", "7", "--forest-param", "trees_per_generation=5", "--forest-param",
                           "policy=baseline", "--n-components", "0x400", "--encoding", "paths",
-                          "--max-message-bytes", "1000", "--start", "fit"])
+                          "--max-message-bytes", "1000", "--start", "control"])
     assert engine_config(args) == EngineConfig(
         forest={"random_state": 7, "trees_per_generation": 5, "policy": "baseline"}, encoding="paths",
-        n_components=1024, max_message_bytes=1000, start="fit")
+        n_components=1024, max_message_bytes=1000, start="control")
     defaults = engine_config(ap.parse_args([]))
     assert defaults == EngineConfig(forest={"random_state": 0})
 

@@ -39,8 +39,8 @@ from streamforest.forest import FeatureStreamForest
 from streamforest.inputs import is_int
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
-#: How a stream's forest starts on the features that came before its labels (see :class:`EngineConfig`).
-STARTS = ("stream", "fit")
+#: When and how a stream's forest starts (see :class:`EngineConfig`).
+STARTS = ("arrival", "control")
 #: Samples per republication batch: a few MB of records with hundreds of trees, and large enough that the
 #: per-batch costs (a numba call, a file write) are spread over thousands of records.
 CHUNK_SIZE = 4096
@@ -81,12 +81,14 @@ class EngineConfig:
         Messages longer than this many bytes are refused unread (dead letters keep a truncated copy); large
         feature columns are sent in parts.
     start
-        How a stream's forest starts on the features that came before its labels: ``"stream"`` grows a generation
-        per feature in arrival order (a feedback record each, as if they arrived then); ``"fit"`` grows the
-        offline forest on all of them at once (:meth:`~streamforest.FeatureStreamForest.fit`: one generation of
-        ``trees_per_generation`` trees, one feedback record with no feature). A stream that only needs the model
-        its features make together (a final scoring) pays for one generation rather than one per feature; features
-        that come after the start grow their generations either way.
+        When a stream's forest starts. ``"arrival"``: as soon as the stream has a feature and labels of two values,
+        a generation per feature it has, in arrival order (a feedback record each). ``"control"``: on a ``control``
+        ``start`` message, as the offline forest on every feature it has then
+        (:meth:`~streamforest.FeatureStreamForest.fit`: one generation of ``trees_per_generation`` trees, one
+        feedback record with no feature); until then features and labels only gather. A stream that needs the
+        model its features make together (a final scoring) pays for one generation rather than one per feature.
+        Either way, features that come after the start grow their generations, and ``control start`` starts a
+        stream that has not started (by fit) and republishes one that has.
     """
 
     forest: dict[str, Any] = field(default_factory=lambda: {"random_state": 0})
@@ -95,7 +97,7 @@ class EngineConfig:
     n_components: int = DEFAULT_N_COMPONENTS
     encoding_values: str = "binary"
     max_message_bytes: int = MAX_MESSAGE_BYTES
-    start: str = "stream"
+    start: str = "arrival"
 
     def __post_init__(self) -> None:
         if self.start not in STARTS:
@@ -128,7 +130,7 @@ class EngineConfig:
         """What decides the engine's outputs (checkpoints record it; a restart with another is refused)."""
         out = {"forest": self.forest, "publish": self.publish, "encoding": self.encoding,
                "n_components": self.n_components, "encoding_values": self.encoding_values}
-        if self.start != "stream":  # the checkpoints written before the option stay valid for its default
+        if self.start != "arrival":  # the checkpoints written before the option stay valid for its default
             out["start"] = self.start
         return out
 
@@ -413,28 +415,30 @@ class Engine:
         self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)
         return [records.feedback(st.name, report, forest.model_version_), *self._publish(st)]
 
-    def _try_start(self, st: StreamState, tell: bool = False) -> list[dict[str, Any]]:
-        """Grow the forest once there are features and labelled samples of two values. Until then, a message that
-        brought a feature or labels to a stream that has features gets a ``waiting`` feedback saying why (when
-        ``tell``)."""
+    def _try_start(self, st: StreamState, tell: bool = False, by_fit: bool = False) -> list[dict[str, Any]]:
+        """Grow the forest once there are features and labelled samples of two values (and, under ``start =
+        "control"``, only when asked: ``by_fit``). Until then, a message that brought a feature or labels to a
+        stream that has features gets a ``waiting`` feedback saying why (when ``tell``)."""
         rows = st.labelled_rows()
         values = {st.labels[r] for r in rows}
-        if not st.columns or len(values) < 2:
+        if not st.columns or len(values) < 2 or (self.config.start == "control" and not by_fit):
             if not (tell and st.columns):
                 return []
             what = "target" if self.config.forest.get("task") == "regression" else "label"
             if not rows:
                 why = f"no labelled sample yet; the forest starts with labels of two {what} values"
-            else:
+            elif len(values) < 2:
                 why = (f"all {len(rows)} labelled samples have the {what} {next(iter(values))!r}; the forest "
                        f"starts when a second {what} value arrives")
+            else:
+                why = "the forest starts on a control start message (the engine's start is 'control')"
             return [records.waiting(st.name, st.features, why)]
         forest = FeatureStreamForest(**self.config.forest)
         forest.encoder.without_deltas()  # the engine publishes whole encodings: dead generations need not stay
         y = np.array([st.labels[r] for r in rows])
         out = []
         start = time.perf_counter()
-        if self.config.start == "fit":
+        if by_fit:
             try:
                 forest.fit({name: st.columns[name][rows] for name in st.columns}, y, kinds=st.kinds)
             except (ValueError, TypeError) as exc:
@@ -443,7 +447,7 @@ class Engine:
             report = dataclasses.replace(forest.newest_report(), seconds=time.perf_counter() - start)
             out.append(records.feedback(st.name, report, forest.model_version_))
             self._later(self.metrics.generation, st.name, report, forest.n_trees_)
-        for k, name in enumerate(st.columns if self.config.start == "stream" else ()):
+        for k, name in enumerate(() if by_fit else st.columns):
             try:
                 report = forest.add_feature(name, st.columns[name][rows], y=y if k == 0 else None,
                                             kind=st.kinds[name])
@@ -475,7 +479,9 @@ class Engine:
             self._work[msg.stream] = None
             self._later(self.metrics.stream_dropped, msg.stream)
             return []
-        return self._publish(st)  # snapshot
+        if msg.op == "start" and st.forest is None:
+            return self._try_start(st, tell=True, by_fit=True)
+        return self._publish(st)  # snapshot, or start of a started stream
 
     # ------------------------------------------------------------------ outputs
 

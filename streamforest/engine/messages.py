@@ -19,7 +19,7 @@ from streamforest.inputs import is_int
 
 VERSION = 1
 KINDS = ("numeric", "nominal")
-CONTROL_OPS = ("snapshot", "drop")
+CONTROL_OPS = ("snapshot", "drop", "start")
 MAX_ID_LENGTH = 256
 MAX_NAME_LENGTH = 256
 #: Longest string label (a class name) and string feature value (a category), in characters.

@@ -39,10 +39,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-message-bytes", type=bounded_int(1), default=MAX_MESSAGE_BYTES,
                         help=f"refuse messages longer than this (dead letters keep their first 4 KiB and their "
                              f"length); default {MAX_MESSAGE_BYTES} (16 MiB): send larger feature columns in parts")
-    parser.add_argument("--start", choices=STARTS, default="stream",
-                        help="how a stream's forest starts on the features that came before its labels: a "
-                             "generation per feature in arrival order (stream), or the offline forest on all of "
-                             "them at once, one generation (fit)")
+    parser.add_argument("--start", choices=STARTS, default="arrival",
+                        help="when a stream's forest starts: as soon as it has a feature and labels of two values, "
+                             "a generation per feature (arrival), or on a control start message, the offline forest "
+                             "on all its features at once (control)")
 
 
 def engine_config(args: argparse.Namespace) -> EngineConfig:

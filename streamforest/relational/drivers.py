@@ -222,22 +222,26 @@ class EngineClient:
             self._take(self.transport.receive(0.0))
 
     def feature(self, stream: str, name: str, ids: Sequence[str], values: np.ndarray,
-                nominal: bool = False, paired_null: bool = False, before_labels: bool = False) -> dict[str, Any]:
+                nominal: bool = False, paired_null: bool = False, waiting_ok: bool = False) -> dict[str, Any]:
         """Send a feature; returns the engine's feedback record for it (with ``paired_null``, also the score with
-        its generation's permuted twin in its place: ``oob_null``, ``oob_paired_se``). ``before_labels``: the
-        stream has no labelled samples yet, so the engine's answer is the ``waiting`` record naming the feature
-        (without it, such an answer is an error)."""
+        its generation's permuted twin in its place: ``oob_null``, ``oob_paired_se``). ``waiting_ok``: the stream's
+        forest may not start yet (an engine whose ``start`` is ``"control"``), and the ``waiting`` record naming
+        the feature is an answer too (otherwise it is an error)."""
         msg = {"v": 1, "type": "feature", "stream": stream, "name": name, "kind": "nominal" if nominal else "numeric",
                "ids": list(ids), "values": _wire(values, nominal)}
         if paired_null:
             msg["paired_null"] = True
         self.transport.send(msg)
-        return self._feedback(stream, {name}, waiting_ok=before_labels)
+        return self._feedback(stream, {name}, waiting_ok=waiting_ok)
 
-    def started(self, stream: str, last: str) -> dict[str, Any]:
-        """Wait until the stream's forest has started on the features sent before its labels (``last``: the last
-        of them); the start's last feedback record (an engine started by ``fit`` gives one, with no feature)."""
-        return self._feedback(stream, {last, ""})
+    def start(self, stream: str, waiting: bool) -> dict[str, Any] | None:
+        """``control start``: a stream whose forest is ``waiting`` starts (the offline forest on every feature it
+        has) and its feedback record is returned; a started one republishes its predictions (None)."""
+        self.transport.send({"v": 1, "type": "control", "stream": stream, "op": "start"})
+        if waiting:
+            return self._feedback(stream, {""})
+        self._take(self.transport.receive(0.0))
+        return None
 
     def _feedback(self, stream: str, names: set[str], waiting_ok: bool = False) -> dict[str, Any]:
         """The stream's next feedback record on one of ``names`` (or the ``waiting`` one, when ``waiting_ok``)."""

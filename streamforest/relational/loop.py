@@ -44,12 +44,12 @@ from streamforest.relational.tables import Database
 EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None, "min_samples_leaf": 3,
                   "numeric_categories": "categories"}
 #: The forest of the final stream, which scores the unlabelled rows with the final set: the offline forest on all of
-#: it at once (the final engine starts by ``fit``: one generation of 300 trees on random subspaces, leaves of one
-#: sample, as Breiman's forests grow them). A generation per feature cost the final stream most of its time and
-#: added nothing: the challenger weights left the last three generations nearly all the vote (docs/relational.md
-#: has the measurements). A tree draws at most 20,000 labelled rows: on more, its cost and size grow with them and
-#: the forest's accuracy hardly (on the scale benchmark's 70,000 labelled rows, the same out-of-bag AUC in a third
-#: less time; "Scale over shapes" in docs/relational.md).
+#: it at once (the final engine's forests start on ``control start``, by ``fit``: one generation of 300 trees on
+#: random subspaces, leaves of one sample, as Breiman's forests grow them). A generation per feature took most of
+#: the final stream's time and added nothing: the challenger weights left the last three generations nearly all
+#: the vote (docs/relational.md has the measurements). A tree draws at most 20,000 labelled rows: on more, its cost
+#: and size grow with them and the forest's accuracy hardly (on the scale benchmark's 70,000 labelled rows, the
+#: same out-of-bag AUC in a third less time; "Scale over shapes" in docs/relational.md).
 FINAL_FOREST = {"trees_per_generation": 300, "min_samples_leaf": 1, "numeric_categories": "categories",
                 "max_samples": 20_000}
 
@@ -58,7 +58,7 @@ def engine_config(seed: int, forest: dict[str, Any] | None = None, final: bool =
     """The engine configuration of the loop's exploration (or ``final``) engine, as ``EngineConfig`` arguments."""
     base = FINAL_FOREST if final else EXPLORE_FOREST
     return {"forest": {**base, **(forest or {}), "random_state": seed}, "publish": "unlabelled",
-            "encoding": "none", **({"start": "fit"} if final else {})}
+            "encoding": "none", **({"start": "control"} if final else {})}
 
 
 @dataclass
@@ -214,8 +214,8 @@ class Loop:
             return {}, None
         client = self.final_client
         labelled = self.db.labelled
-        # Most relevant first: an engine that streams the features as they came (one serving the exploration too,
-        # whose start is "stream") then puts the strong ones in every generation.
+        # Most relevant first: on an engine whose forest starts on arrival (one serving the exploration too), the
+        # strong features are then in every generation.
         order = sorted(range(len(accepted)), key=lambda i: (-np.nan_to_num(accepted[i].relevance), i))
         accepted[:] = [accepted[i] for i in order]
         if self.sample is not None:  # computed on the exploration sample so far: now on every row
@@ -226,17 +226,22 @@ class Loop:
             if isinstance(gen, Generator):
                 gen.forget_indexes()
         release_free_memory()
-        # Every target row, unlabelled; the final set on all of them; then the labels: the forest starts on the
-        # whole set (learning from the labelled rows alone) and scores the unlabelled rows once.
-        ids = self.db.ids.tolist()
-        client.samples("final", ids, [None] * len(ids))
+        # The labelled rows, the final set on them, the unlabelled rows with every feature's value; then `control
+        # start`: the final engine (start "control") grows the offline forest on the whole set at once, learning
+        # from the labelled rows alone, and scores the unlabelled rows once.
+        lab_ids = self.db.ids[labelled].tolist()
+        client.samples("final", lab_ids, [v for v, keep in zip(self.labels, labelled, strict=True) if keep])
+        fb: dict[str, Any] = {}
         for a in accepted:
-            client.feature("final", a.name, ids, a.values, a.nominal, before_labels=True)
-        client.samples("final", self.db.ids[labelled].tolist(),
-                       [v for v, keep in zip(self.labels, labelled, strict=True) if keep])
-        fb = client.started("final", accepted[-1].name)
-        release_free_memory()  # what growing the forest freed: the resident size follows the alive trees
-        n_scored = int((~labelled).sum())
+            fb = client.feature("final", a.name, lab_ids, a.values[labelled], a.nominal, waiting_ok=True)
+            release_free_memory()  # an engine that grows a generation per feature: what it freed goes back
+        scored = ~labelled
+        n_scored = int(scored.sum())
+        if n_scored:
+            client.samples("final", self.db.ids[scored].tolist(), [None] * n_scored,
+                           [(a.name, a.values[scored], a.nominal) for a in accepted])
+        fb = client.start("final", waiting=fb.get("status") == "waiting") or fb
+        release_free_memory()
         preds = client.wait_predictions("final", n_scored, fb["model_version"]) if n_scored else {}
         return preds, fb.get("oob_after")
 

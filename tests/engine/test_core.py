@@ -63,7 +63,7 @@ def scoring_ids(t) -> list[str]:
 
 @pytest.mark.parametrize("kwargs", [{"publish": "some"}, {"encoding": "trees"}, {"n_components": 0},
                                     {"forest": {"trees_per_generation": 0}}, {"forest": {"bogus": 1}},
-                                    {"start": "later"}])
+                                    {"start": "fit"}])
 def test_bad_configuration_is_refused_when_the_engine_is_made(kwargs):
     with pytest.raises((ValueError, TypeError)):
         EngineConfig(**kwargs)
@@ -137,14 +137,14 @@ def test_features_before_labels_start_the_forest_when_two_classes_are_known(toy)
     assert {r["id"] for r in of_type(out, "prediction")} == {*scoring_ids(toy), "new"}
 
 
-def test_a_forest_started_by_fit_grows_the_offline_forest_on_every_feature_at_once(toy):
-    config = EngineConfig(forest={**TINY, "trees_per_generation": 12}, encoding="none", start="fit")
-    assert config.to_json()["start"] == "fit" and "start" not in EngineConfig().to_json()  # old checkpoints hold
+def test_under_start_control_the_forest_starts_on_control_start_as_the_offline_forest(toy):
+    config = EngineConfig(forest={**TINY, "trees_per_generation": 12}, encoding="none", start="control")
+    assert config.to_json()["start"] == "control" and "start" not in EngineConfig().to_json()  # old checkpoints hold
     e = Engine(config)
-    feed(e, [samples("s", [(i, None) for i in toy["ids"]])])
-    out = feed(e, task_messages(toy)[1:])
-    assert [r["status"] for r in out] == ["waiting"] * len(toy["columns"])
-    out = feed(e, [samples("s", list(zip(toy["ids"], toy["labels"], strict=True)))])
+    out = feed(e, task_messages(toy))  # labels and features gather: nothing grows
+    assert e.streams["s"].forest is None
+    assert {(r["status"], "control start" in r["reason"]) for r in out} == {("waiting", True)}
+    out = feed(e, [control("s", "start")])
     (fb,) = of_type(out, "feedback")  # one generation, one feedback, no feature of its own
     assert (fb["feature"], fb["generation"], fb["n_trees"], fb["weight_share"], fb["model_version"]) == ("", 0, 12,
                                                                                                       1.0, 1)
@@ -159,9 +159,21 @@ def test_a_forest_started_by_fit_grows_the_offline_forest_on_every_feature_at_on
     expected = offline.predict_proba({name: col[scored] for name, col in X.items()})
     got = {r["id"]: r["proba"] for r in of_type(out, "prediction")}
     assert np.allclose([[got[toy["ids"][k]]["0"], got[toy["ids"][k]]["1"]] for k in scored], expected)
-    # A feature after the start grows its own generation, as in a stream started feature by feature.
+    # Started: control start republishes (as snapshot), and a later feature grows its own generation.
+    again = feed(e, [control("s", "start")])
+    assert not of_type(again, "feedback") and len(of_type(again, "prediction")) == len(scored)
     out = feed(e, [feature("s", "late", toy["ids"], [float(k % 3) for k in range(len(toy["ids"]))])])
     assert [(r["feature"], r["generation"]) for r in of_type(out, "feedback")] == [("late", 1)]
+
+
+def test_control_start_starts_a_stream_of_the_default_engine_that_waits_only_with_two_classes(toy):
+    e = engine()
+    unlabelled = samples("s", [(i, None) for i in toy["ids"]])
+    feed(e, [unlabelled, *task_messages(toy)[1:]])
+    out = feed(e, [control("s", "start")])  # no label: it says why it waits
+    assert e.streams["s"].forest is None and [r["status"] for r in out] == ["waiting"]
+    feed(e, [samples("s", list(zip(toy["ids"], toy["labels"], strict=True)))])  # starts on arrival, as ever
+    assert len(e.streams["s"].forest.generations_) >= 1
 
 
 # ----------------------------------------------------------------------------- predictions and encodings
