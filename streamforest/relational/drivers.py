@@ -251,7 +251,8 @@ class EngineClient:
                 r = self._unread.popleft()
                 if r["stream"] != stream:
                     continue
-                if r.get("status") == "waiting" and names & set(r["features"]):
+                # Waiting for a start (""), any waiting record is the answer: the start could not happen.
+                if r.get("status") == "waiting" and ("" in names or names & set(r["features"])):
                     if waiting_ok:
                         return r
                     raise ValueError(f"the engine cannot start stream {stream!r}: {r['reason']}")

@@ -197,3 +197,12 @@ def test_cli_documents_and_errors(tmp_path):
     assert (tmp_path / "o" / "features.csv").exists()
     assert main(["relational", "run", "--documents", str(docs), "--budget", "5", "--out", str(tmp_path / "o")]) == 1
     assert main(["relational", "run", "--documents", str(docs), "--label", "nope", "--out", str(tmp_path)]) == 1
+
+
+def test_a_final_stream_that_cannot_start_says_why_at_once():
+    client = EngineClient(InProcess(engine_config(0, final=True)), timeout=30)
+    ids = [str(i) for i in range(20)]
+    client.samples("final", ids, [1] * 20)  # one class only
+    assert client.feature("final", "x", ids, np.arange(20.0), waiting_ok=True)["status"] == "waiting"
+    with pytest.raises(ValueError, match="have the label 1"):
+        client.start("final", waiting=True)
