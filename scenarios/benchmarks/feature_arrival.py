@@ -478,8 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{env['cpu_count']} CPUs, numba {env['numba_threads']} threads ({env['numba_threading_layer']}), "
           f"load average {env['load_average'][0]:.2f}")
     env["machine_reference"] = reference = common.machine_reference()
-    print(f"machine reference: Python loop {reference['python_loop_s']:.2f} s, numpy sort "
-          f"{reference['numpy_sort_s']:.2f} s (a fixed workload: runs of different days compare by it)")
+    print(common.reference_line(reference))
     t0 = time.perf_counter()
     busy = [warn_if_busy("start")]
     rows = [] if args.wide_only else [bench_arrival(n, repeats) for n in cfg.arrival_sizes]

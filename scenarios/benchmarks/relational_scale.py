@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from scenarios.benchmarks.common import environment, machine_reference
+from scenarios.benchmarks.common import environment, machine_reference, reference_line
 from scenarios.benchmarks.relational_shapes import SHAPES, cache_dir, ensure
 
 FT_SCRIPT = Path(__file__).with_name("relational_featuretools_scale.py")
@@ -280,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
           f"goals <= {args.seconds_goal:g} s and <= {args.gib_goal:g} GiB per shape; cache {cache_dir()}",
           file=sys.stderr)
     reference = machine_reference()
-    print(f"machine reference: Python loop {reference['python_loop_s']:.2f} s, numpy sort "
-          f"{reference['numpy_sort_s']:.2f} s (a fixed workload: runs of different days compare by it)", flush=True)
+    print(reference_line(reference), flush=True)
     for shape in shapes:
         t0 = time.perf_counter()
         schema, planted = makers[shape]()

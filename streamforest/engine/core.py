@@ -444,15 +444,16 @@ class Engine:
             except (ValueError, TypeError) as exc:
                 raise Refused(f"cannot start the forest: {exc}") from None
             forest.encoder.without_deltas()  # fit starts the forest afresh, its encoder too
-            report = dataclasses.replace(forest.newest_report(), seconds=time.perf_counter() - start)
-            out.append(records.feedback(st.name, report, forest.model_version_))
-            self._later(self.metrics.generation, st.name, report, forest.n_trees_)
-        for k, name in enumerate(() if by_fit else st.columns):
-            try:
-                report = forest.add_feature(name, st.columns[name][rows], y=y if k == 0 else None,
-                                            kind=st.kinds[name])
-            except (ValueError, TypeError) as exc:
-                raise Refused(f"cannot start the forest: {exc}") from None
+            reports = [dataclasses.replace(forest.newest_report(), seconds=time.perf_counter() - start)]
+        else:
+            reports = []
+            for k, name in enumerate(st.columns):
+                try:
+                    reports.append(forest.add_feature(name, st.columns[name][rows], y=y if k == 0 else None,
+                                                      kind=st.kinds[name]))
+                except (ValueError, TypeError) as exc:
+                    raise Refused(f"cannot start the forest: {exc}") from None
+        for report in reports:
             out.append(records.feedback(st.name, report, forest.model_version_))
             self._later(self.metrics.generation, st.name, report, forest.n_trees_)
         self._later(self.metrics.training_seconds.observe, time.perf_counter() - start)

@@ -264,11 +264,6 @@ class EngineClient:
         raise TimeoutError(f"no feedback for feature {' or '.join(map(repr, sorted(names)))} of stream {stream!r} "
                            f"within {self.timeout} s")
 
-    def snapshot(self, stream: str) -> None:
-        """Ask for the stream's predictions under its current model (``control snapshot``)."""
-        self.transport.send({"v": 1, "type": "control", "stream": stream, "op": "snapshot"})
-        self._take(self.transport.receive(0.0))
-
     def wait_predictions(self, stream: str, n: int, version: int) -> dict[str, dict[str, float]]:
         """Wait until ``n`` samples of the stream have predictions of model version ``version`` or later."""
         deadline = time.monotonic() + self.timeout
