@@ -21,6 +21,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from kafka import KafkaConsumer, TopicPartition
 from kafka_harness import (
     WorkerProcess,
     assert_same_model,
@@ -29,6 +30,7 @@ from kafka_harness import (
     final_streams,
     outputs_by_stream,
     produce,
+    read_topic,
     wait_all,
 )
 
@@ -223,6 +225,59 @@ def test_third_member(tansu, reference):
     wait_all([*ws.values(), third])
     assert _restored(third), third.log()
     _check(tansu, prefix, reference, [*ws.values(), third], exactly_once=False, defended=None)
+
+
+def _committed(b, group: str, topic: str) -> dict[int, int | None]:
+    """The offsets ``group`` has committed on ``topic``, by partition (None: none)."""
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return {p: c.committed(TopicPartition(topic, p)) for p in sorted(c.partitions_for_topic(topic))}
+    finally:
+        c.close()
+
+
+def _wait_outputs_on_every_partition(b, prefix: str, timeout: float = 120.0) -> None:
+    """Return once every partition of the predictions topic holds records (the members have made progress)."""
+    deadline = time.monotonic() + timeout
+    while {r.partition for r in read_topic(b.bootstrap, f"{prefix}.predictions")} != {0, 1, 2, 3}:
+        assert time.monotonic() < deadline, f"no predictions on every partition in {timeout:.0f} s"
+        time.sleep(0.5)
+
+
+def test_revoked_with_uncommitted_progress(tansu, reference):
+    """A third member joins two that have made progress but committed nothing (at-least-once, commit interval
+    600 s): each partition the rebalance moves is committed by its revocation (from the consumer's IO thread, where
+    a blocking commit raises) and let go, and its new owner resumes where the last owner stopped, with nothing to
+    replay; every record is written and the final model is the uninterrupted run's. (Exactly-once commits with
+    every transaction: outputs cannot be visible before their offsets are committed.)"""
+    lines = reference[0]
+    prefix = _unique("revoked-uncommitted")
+    half = len(lines) // 2
+    topic = _setup(tansu, prefix, lines[:half])
+    args = (*AT_LEAST_ONCE, "--exit-when-idle", "5", "--commit-interval", "600")
+    ws = _members(tansu, prefix, "12", False, *args)
+    for w in ws.values():
+        w.wait_for("restored")
+    _wait_outputs_on_every_partition(tansu, prefix)
+    assert all(off is None for off in _committed(tansu, prefix, topic).values()), "committed before the rebalance"
+    third = _members(tansu, prefix, "3", False, *args)["3"]
+    third.wait_for("restored")
+    moved = _restored(third)
+    handed = {int(m.group(1)) for w in ws.values() for line in w.lines
+              if (m := re.search(r"partition (\d+) revoked: state handed over", line))}
+    assert moved and moved <= handed, "\n".join(w.log() for w in [*ws.values(), third])
+    committed = _committed(tansu, prefix, topic)
+    assert all(committed[p] is not None and committed[p] > 0 for p in moved), committed
+    produce(tansu.bootstrap, topic, lines[half:])
+    workers = [*ws.values(), third]
+    wait_all(workers)
+    logs = "\n".join(w.log() for w in workers)
+    # The new owner's state covers the offset the group has committed for it: nothing to replay.
+    starts = [m for line in third.lines
+              if (m := re.search(r"restored \d+ streams covering offset (\d+) .*; replaying (\d+) messages up to "
+                                 r"committed offset (\S+)", line))]
+    assert starts and all(m.group(2) == "0" and m.group(1) == m.group(3) for m in starts), logs
+    _check(tansu, prefix, reference, workers, exactly_once=False, defended=None)
 
 
 # ----------------------------------------------------------------------------------------------- static members
