@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def average_ranks(v: np.ndarray) -> np.ndarray:
@@ -20,15 +21,25 @@ def average_ranks(v: np.ndarray) -> np.ndarray:
     # Any sort will do: tied values share one rank whatever their order, and numpy's default sort is several times
     # faster than a stable one on floats (200,000 out-of-bag votes: 4.5 ms against 21 ms).
     order = np.argsort(v)
-    sv = v[order]
-    new = np.empty(sv.size, dtype=bool)
-    new[0] = True
-    new[1:] = sv[1:] != sv[:-1]
-    starts = np.flatnonzero(new)
-    counts = np.diff(np.append(starts, sv.size))
-    r = np.empty(sv.size)
-    r[order] = np.repeat(starts + (counts + 1) / 2, counts)
+    r = np.empty(v.size)
+    _tied_ranks(v[order].astype(np.float64, copy=False), order, r)  # one compiled type
     return r
+
+
+@njit(cache=True)
+def _tied_ranks(sv: np.ndarray, order: np.ndarray, r: np.ndarray) -> None:
+    """``r[order[q]]``: the average of the 1-based ranks of the run of equal values ``sv[q]`` is in (``sv``
+    sorted; NaN, equal to nothing, is a run of its own)."""
+    n = sv.size
+    j = 0
+    while j < n:
+        k = j + 1
+        while k < n and sv[k] == sv[j]:
+            k += 1
+        avg = (j + 1 + k) / 2.0
+        for q in range(j, k):
+            r[order[q]] = avg
+        j = k
 
 
 def roc_auc(y_true: np.ndarray, score: np.ndarray) -> float:

@@ -142,12 +142,13 @@ class OutOfBag:
         ok = self._voted()
         if ok.sum() < 2:
             return None
-        pred = self.sum[ok] / self.count[ok, None]
+        if ok.all():  # the usual case: every sample was left out by some tree (no masked copies)
+            ok = slice(None)
         if task == "regression":
-            return r2(y_reg[ok], pred[:, 0])
+            return r2(y_reg[ok], self.sum[ok, 0] / self.count[ok])
         if n_classes == 2:
-            return roc_auc(y_cls[ok] == 1, pred[:, 1])
-        return log_loss(y_cls[ok], pred)
+            return roc_auc(y_cls[ok] == 1, self.sum[ok, 1] / self.count[ok])
+        return log_loss(y_cls[ok], self.sum[ok] / self.count[ok, None])
 
 
 class OutOfBagMixin:
