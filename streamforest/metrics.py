@@ -28,8 +28,8 @@ def average_ranks(v: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def _tied_ranks(sv: np.ndarray, order: np.ndarray, r: np.ndarray) -> None:
-    """``r[order[q]]``: the average of the 1-based ranks of the run of equal values ``sv[q]`` is in (``sv``
-    sorted; NaN, equal to nothing, is a run of its own)."""
+    """Write to ``r[order[q]]`` the average 1-based rank of the run of equal values that ``sv[q]`` belongs to
+    (``sv`` sorted; a NaN, equal to nothing, is a run of its own)."""
     n = sv.size
     j = 0
     while j < n:

@@ -798,11 +798,11 @@ class ThompsonPolicy(Policy):
         parent's by two standard deviations of the shadows' relevance.
 
         An accepted aggregate says its column carries the label; a condition may say on which of its rows. The draws
-        do not see it: a condition column's facet learns from every column it was tried with, and on the scale
-        benchmark's nominal2 at data seed 1 the three members tried under ``events.kind`` (units, merchant, fee:
-        nothing there) buried the condition that defines the label. Its conditioned members' relevance, a few
+        do not see it: a condition column's facet learns from every column it is tried with (on the scale
+        benchmark's nominal2 at data seed 1, members under ``events.kind`` that aggregate units, merchants and fees,
+        where nothing is, draw it down before any aggregates the amount). The conditioned members' relevance, a few
         milliseconds each, does see it: each conditioned family's beam is filled (its next members computed, the
-        others left for their families' turns)."""
+        ones not sent left for their families' turns)."""
         conditioned = self._conditioned.get(parent.family)
         if not conditioned:
             return
