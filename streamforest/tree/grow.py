@@ -178,14 +178,33 @@ def _build_histograms(H, Xb, feats, n_feats, samples, start, end, is_reg):
 
 
 @njit(cache=True)
-def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool, draws: int,
+def class_slots(y_cls: np.ndarray, n: int, n_classes: int) -> tuple:
+    """Where each sample sits among the samples of its class, the classes side by side in code order: ``(starts,
+    slot)``, class ``c``'s slots ``starts[c]:starts[c + 1]`` in sample order. The same for every tree of a batch."""
+    starts = np.zeros(n_classes + 1, dtype=np.int64)
+    for i in range(n):
+        starts[y_cls[i] + 1] += 1
+    for c in range(n_classes):
+        starts[c + 1] += starts[c]
+    fill = starts[:-1].copy()
+    slot = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        c = y_cls[i]
+        slot[i] = fill[c]
+        fill[c] += 1
+    return starts, slot
+
+
+@njit(cache=True)
+def _bootstrap_counts(n: int, starts: np.ndarray, slot: np.ndarray, stratified: bool, draws: int,
                       state: np.ndarray) -> np.ndarray:
-    """Bootstrap draw counts; stratified by class so that every class keeps its share in every tree."""
+    """Bootstrap draw counts; stratified by class (``starts``, ``slot``: :func:`class_slots`) so that every class
+    keeps its share in every tree."""
     if draws <= 0 or draws > n:
         draws = n
-    # Draws are counted in int32 by position (a class's members side by side) and then spread to the samples in one
-    # ordered pass: the random increments then land in an array half the size of the float64 counts, which stays in
-    # cache at 200,000 samples (3x faster there than incrementing the counts at the drawn samples).
+    # Draws are counted in int32 by slot (a class's members side by side) and then gathered to the samples: the
+    # random increments then land in an array half the size of the float64 counts, which stays in cache at 200,000
+    # samples (3x faster there than incrementing the counts at the drawn samples).
     hits = np.zeros(n, dtype=np.int32)
     counts = np.empty(n, dtype=np.float64)
     if not stratified:
@@ -194,23 +213,13 @@ def _bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: boo
         for i in range(n):
             counts[i] = hits[i]
         return counts
-    class_n = np.zeros(n_classes, dtype=np.int64)
-    for i in range(n):
-        class_n[y_cls[i]] += 1
-    starts = np.zeros(n_classes + 1, dtype=np.int64)
-    for c in range(n_classes):
-        starts[c + 1] = starts[c] + class_n[c]
-    for c in range(n_classes):
-        m = class_n[c]
+    for c in range(starts.shape[0] - 1):
+        m = starts[c + 1] - starts[c]
         k = m if draws == n else max(min(m, 1), np.int64(np.round(m * draws / n)))
         for _ in range(k):
             hits[starts[c] + next_below(state, m)] += 1
-    # The class's members in sample order: its p-th member is the p-th sample of that class.
-    fill = starts[:-1].copy()
     for i in range(n):
-        c = y_cls[i]
-        counts[i] = hits[fill[c]]
-        fill[c] += 1
+        counts[i] = hits[slot[i]]
     return counts
 
 
@@ -222,16 +231,17 @@ def bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool
     ``stratified`` (every class present keeps at least one draw)."""
     state = np.empty(1, dtype=np.uint64)
     state[0] = seed
-    return _bootstrap_counts(n, y_cls, n_classes, stratified, draws, state)
+    starts, slot = class_slots(y_cls, n if stratified else 0, n_classes)
+    return _bootstrap_counts(n, starts, slot, stratified, draws, state)
 
 
 @njit(inline="always")
-def _in_bag(data, bootstrap, state):
-    """The in-bag samples, how many there are, and every sample's draw count."""
+def _in_bag(data, bootstrap, state, classes):
+    """The in-bag samples, how many there are, and every sample's draw count (``classes``: :func:`class_slots`)."""
     n = data.n_samples
     is_reg = data.n_classes == 0
     if bootstrap:
-        w = _bootstrap_counts(n, data.y_cls, max(data.n_classes, 1), not is_reg, data.draws, state)
+        w = _bootstrap_counts(n, classes[0], classes[1], not is_reg, data.draws, state)
     else:
         w = np.ones(n, dtype=np.float64)
     idx = np.empty(n, dtype=np.int64)
@@ -253,14 +263,14 @@ def _in_bag(data, bootstrap, state):
 
 
 @njit(inline="always")
-def _tree_work(data, settings, plans, t):
+def _tree_work(data, settings, plans, t, classes):
     """Tree ``t``'s :class:`TreeWork`, its in-bag sample count and every sample's draw count."""
     state = np.empty(1, dtype=np.uint64)
     state[0] = plans.seeds[t]
     n_feats = plans.sizes[t]
     is_reg = data.n_classes == 0
     n_stats = 2 if is_reg else data.n_classes
-    samples, m, drawn = _in_bag(data, settings.bootstrap, state)
+    samples, m, drawn = _in_bag(data, settings.bootstrap, state, classes)
     spare = Samples(np.empty(m, dtype=np.int64), np.empty(m, dtype=np.float64), np.empty(m, dtype=np.int64),
                     np.empty(m, dtype=np.float64))
     bins = NodeBins(np.zeros((N_BINS, n_stats), dtype=np.float64), np.zeros((N_BINS, n_stats), dtype=np.float64),
@@ -439,21 +449,23 @@ def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
     nl = start
     nr = 0
     # Written to both sides, kept by arithmetic: which side a sample takes is as good as random, and a mispredicted
-    # branch per sample costs more than the stores.
+    # branch per sample costs more than the stores. Weighted targets move for regression only: classification never
+    # reads them.
     for ii in range(start, end):
         s = idx[ii]
         w = iw[ii]
         c = ic[ii]
-        wy = iwy[ii]
+        wy = iwy[ii] if is_reg else 0.0
         g = _goes_left(split, best_cats, Xb[f, s])
         idx[nl] = s
         iw[nl] = w
         ic[nl] = c
-        iwy[nl] = wy
         tmp_i[nr] = s
         tmp_w[nr] = w
         tmp_c[nr] = c
-        tmp_wy[nr] = wy
+        if is_reg:
+            iwy[nl] = wy
+            tmp_wy[nr] = wy
         nl += g
         nr += 1 - g
         _add_to_side(is_reg, w, c, wy, g, left_stats, right_stats)
@@ -461,7 +473,8 @@ def _partition(Xb, f, work, start, end, split, left_stats, right_stats) -> int:
         idx[nl + q] = tmp_i[q]
         iw[nl + q] = tmp_w[q]
         ic[nl + q] = tmp_c[q]
-        iwy[nl + q] = tmp_wy[q]
+        if is_reg:
+            iwy[nl + q] = tmp_wy[q]
     return nl
 
 
@@ -545,11 +558,11 @@ def _partition_out_of_bag(Xb, f, split, cats, oob, spare, start, end) -> int:
 
 
 @njit(cache=True)
-def _grow_one(data, settings, plans, t, out):
+def _grow_one(data, settings, plans, t, out, classes):
     """Grow tree ``t`` depth first; returns its node count. Everything the tree needs is allocated here; its nodes
     are grown by :func:`_grow_nodes`."""
     cap = out.left.shape[1]
-    work, m, drawn = _tree_work(data, settings, plans, t)
+    work, m, drawn = _tree_work(data, settings, plans, t, classes)
     # The samples left out go down the tree with the in-bag ones, partitioned at each split: their leaves are known
     # when the tree is, for the out-of-bag votes.
     oob, oob_spare = _out_of_bag_samples(out, t, data, drawn, out.oob_leaf.shape[0] > 0)
@@ -631,6 +644,7 @@ def grow_trees(data, settings, plans, out):
     trees."""
     # Bound before the loop: numba 0.68 drops a store through a tuple field (out.n_nodes[t] = ...) in a prange body.
     n_nodes = out.n_nodes
+    classes = class_slots(data.y_cls, data.n_samples if data.n_classes > 0 else 0, max(data.n_classes, 1))
     for t in prange(plans.seeds.shape[0]):
         # prange's index is uint64 in the parallel loop and int64 in its serial typing: one type compiles once
-        n_nodes[t] = _grow_one(data, settings, plans, np.int64(t), out)
+        n_nodes[t] = _grow_one(data, settings, plans, np.int64(t), out, classes)
