@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import time
@@ -48,3 +49,11 @@ def reference_line(reference: dict[str, float]) -> str:
     """:func:`machine_reference`'s figures as a benchmark prints them."""
     return (f"machine reference: Python loop {reference['python_loop_s']:.2f} s, numpy sort "
             f"{reference['numpy_sort_s']:.2f} s (a fixed workload: runs of different days compare by it)")
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """A comma-separated list of integers (an option's value)."""
+    try:
+        return tuple(int(v) for v in text.split(",") if v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None

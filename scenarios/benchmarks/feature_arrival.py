@@ -204,15 +204,18 @@ def warm_up(wide_only: bool = False) -> float:
 
 
 def arrival_data(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``n`` training rows and ``n // 4`` test rows of the 15-feature problem."""
+    """``n`` training rows and ``n // 4`` test rows of the 15-feature problem drawn with ``seed``, its columns in an
+    order drawn with it too (seed 0: ``make_classification``'s own), so that another feature arrives last."""
     X, y = make_classification(n_samples=n + n // 4, n_features=N_FEATURES, n_informative=N_INFORMATIVE,
                                n_redundant=4, random_state=seed)
+    if seed:
+        X = X[:, np.random.default_rng(seed).permutation(N_FEATURES)]
     return X[:n], y[:n], X[n:], y[n:]
 
 
-def bench_arrival(n: int, repeats: int) -> dict[str, Any]:
+def bench_arrival(n: int, repeats: int, data_seed: int = 0) -> dict[str, Any]:
     """Time the last ``add_feature`` (with and without OOB) and the two retrains, interleaved, ``repeats`` times."""
-    X, y, X_test, y_test = arrival_data(n)
+    X, y, X_test, y_test = arrival_data(n, data_seed)
     last = N_FEATURES - 1
     prefixes = {oob: stream_prefix(stream_forest(oob_score=oob), X, y, last) for oob in (True, False)}
     timings = {name: Timing() for name in ("ours", "ours_no_oob", "sklearn", "lightgbm")}
@@ -231,7 +234,7 @@ def bench_arrival(n: int, repeats: int) -> dict[str, Any]:
     ours = timings["ours"].median
     paired = [lg / o for lg, o in zip(timings["lightgbm"].wall, timings["ours"].wall, strict=True)]
     return {
-        "n_train": n, "n_test": len(y_test), "load_average_after": list(os.getloadavg()),
+        "n_train": n, "data_seed": data_seed, "n_test": len(y_test), "load_average_after": list(os.getloadavg()),
         "timings": {name: t.to_dict() for name, t in timings.items()},
         "test_auc": auc,
         "sklearn_over_ours": timings["sklearn"].median / ours,
@@ -252,31 +255,40 @@ def print_arrival(rows: Sequence[dict[str, Any]]) -> None:
     print(f"\n== 1. One feature arrival ({N_FEATURES}th add_feature, {TREES} trees) vs retraining on all "
           f"{N_FEATURES} features ==")
     print(f"   {len(rows[0]['timings']['ours']['wall_s'])} interleaved runs, wall seconds: median [worst]")
-    head = (f"{'n':>8} | {'ours (s)':>15} | {'ours no-oob (s)':>15} | {'sklearn (s)':>15} | {'lightgbm (s)':>15} | "
-            f"{'sklearn/ours':>12} | {'lightgbm/ours':>13} | {'paired, worst':>13}")
+    head = (f"{'n':>8} | {'seed':>4} | {'ours (s)':>15} | {'ours no-oob (s)':>15} | {'sklearn (s)':>15} | "
+            f"{'lightgbm (s)':>15} | {'sklearn/ours':>12} | {'lightgbm/ours':>13} | {'paired, worst':>13}")
     print(head)
     print("-" * len(head))
     for r in rows:
         t = r["timings"]
         cells = [f"{t[k]['median_s']:7.3f} [{t[k]['max_s']:5.3f}]" for k in ("ours", "ours_no_oob", "sklearn",
                                                                               "lightgbm")]
-        print(f"{r['n_train']:>8} | " + " | ".join(f"{c:>15}" for c in cells)
+        print(f"{r['n_train']:>8} | {r['data_seed']:>4} | " + " | ".join(f"{c:>15}" for c in cells)
               + f" | {r['sklearn_over_ours']:12.1f} | {r['lightgbm_over_ours_paired_median']:13.2f}"
               + f" | {r['lightgbm_over_ours_paired_worst']:13.2f}")
     print("   (lightgbm/ours: median of each run's LightGBM time over ours in the same repetition; paired, worst: the "
           "lowest of those ratios)")
     print("\n   test AUC (held-out quarter) and what the out-of-bag report costs")
-    print(f"{'n':>8} | {'ours':>7} | {'ours no-oob':>11} | {'sklearn':>7} | {'lightgbm':>8} | {'oob cost (s)':>12}")
+    print(f"{'n':>8} | {'seed':>4} | {'ours':>7} | {'ours no-oob':>11} | {'sklearn':>7} | {'lightgbm':>8} | "
+          f"{'oob cost (s)':>12}")
     for r in rows:
         a = r["test_auc"]
-        print(f"{r['n_train']:>8} | {a['ours']:7.4f} | {a['ours_no_oob']:11.4f} | {a['sklearn']:7.4f} | "
-              f"{a['lightgbm']:8.4f} | {r['oob_cost_s']:12.3f}")
+        print(f"{r['n_train']:>8} | {r['data_seed']:>4} | {a['ours']:7.4f} | {a['ours_no_oob']:11.4f} | "
+              f"{a['sklearn']:7.4f} | {a['lightgbm']:8.4f} | {r['oob_cost_s']:12.3f}")
     print()
+    sizes = sorted({r["n_train"] for r in rows})
+    if len(rows) > len(sizes):
+        print("   over the data seeds, the median paired lightgbm/ours of each: worst and mean")
+        for n in sizes:
+            ratios = [r["lightgbm_over_ours_paired_median"] for r in rows if r["n_train"] == n]
+            print(f"{n:>8} | worst {min(ratios):.2f} | mean {statistics.mean(ratios):.2f} | seeds "
+                  + ", ".join(f"{x:.2f}" for x in ratios))
+        print()
     for r in rows:
-        print(f"   [{verdict(r['pass_5x'])}] n={r['n_train']}: ours is {r['sklearn_over_ours']:.1f}x faster than the "
-              f"sklearn retrain (target >= {SPEEDUP_TARGET:.0f}x)")
+        print(f"   [{verdict(r['pass_5x'])}] n={r['n_train']}, data seed {r['data_seed']}: ours is "
+              f"{r['sklearn_over_ours']:.1f}x faster than the sklearn retrain (target >= {SPEEDUP_TARGET:.0f}x)")
     for r in rows:
-        print(f"   [{verdict(r['pass_lightgbm'])}] n={r['n_train']}: ours is "
+        print(f"   [{verdict(r['pass_lightgbm'])}] n={r['n_train']}, data seed {r['data_seed']}: ours is "
               f"{r['lightgbm_over_ours_paired_median']:.2f}x faster than the LightGBM retrain, median of paired runs "
               f"(target >= {LIGHTGBM_TARGET:.0f}x; worst "
               f"run {r['lightgbm_over_ours_paired_worst']:.2f}x)")
@@ -451,6 +463,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--check", action="store_true", help="exit 1 if a target fails")
     parser.add_argument("--repeats", type=int, default=None, help=f"timings per method (at least {MIN_REPEATS})")
     parser.add_argument("--wide-repeats", type=int, default=None, help="passes of the wide stream (default 1: long)")
+    parser.add_argument("--data-seeds", type=common.int_list, default=(0,),
+                        help="part 1 on the data drawn with each of these seeds, columns in an order drawn with it "
+                             "(comma-separated; default 0: make_classification's order)")
     parser.add_argument("--skip-wide", action="store_true", help="only part 1")
     parser.add_argument("--wide-only", action="store_true", help="only part 2 (the wide stream)")
     parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
@@ -481,7 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(common.reference_line(reference))
     t0 = time.perf_counter()
     busy = [warn_if_busy("start")]
-    rows = [] if args.wide_only else [bench_arrival(n, repeats) for n in cfg.arrival_sizes]
+    rows = [] if args.wide_only else [bench_arrival(n, repeats, seed) for n in cfg.arrival_sizes
+                                      for seed in args.data_seeds]
     if rows:
         print_arrival(rows)
         busy.append(warn_if_busy("after part 1"))

@@ -61,7 +61,7 @@ import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment
+from scenarios.benchmarks.common import environment, int_list
 from streamforest.connectors.river import ForestClassifier, ForestEncoder
 
 Sample = tuple[dict[str, Any], Any]
@@ -255,14 +255,6 @@ def recovery_summary(rows: list[dict]) -> str:
     return "; ".join(parts) + f"; recovery as fast as ARF or faster on {faster} of {len(rows)}"
 
 
-def _ints(text: str) -> tuple[int, ...]:
-    """A comma-separated list of integers (an option's value)."""
-    try:
-        return tuple(int(v) for v in text.split(",") if v)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-
-
 def _samples(n: int | None) -> str:
     return "never" if n is None else str(n)
 
@@ -313,12 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river.json"))
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--no-recovery", action="store_true", help="skip the table of recoveries after a change")
-    ap.add_argument("--recovery-seeds", type=_ints,
+    ap.add_argument("--recovery-seeds", type=int_list,
                     help="comma-separated seeds: the recovery table on these instead of its own (none tuned on), "
                          "every combination with --recovery-positions and --recovery-widths")
-    ap.add_argument("--recovery-positions", type=_ints, default=(1400, 2600),
+    ap.add_argument("--recovery-positions", type=int_list, default=(1400, 2600),
                     help="positions of the change with --recovery-seeds (default 1400,2600)")
-    ap.add_argument("--recovery-widths", type=_ints, default=(1, 50, 200),
+    ap.add_argument("--recovery-widths", type=int_list, default=(1, 50, 200),
                     help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
     ap.add_argument("--refresh-backoff", type=int, default=1,
                     help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
