@@ -158,9 +158,9 @@ def _oob_votes(trees, leaves, out, count):
     for blk in prange(n_blocks):
         for i in range(blk * SAMPLE_BLOCK, min(n, (blk + 1) * SAMPLE_BLOCK)):
             # A sample's votes summed over the trees in tree order, in registers for one or two outputs (regression,
-            # binary): summed in place, each tree's vote was a load and a store of the sum, twice as slow. Every
-            # tree adds, an in-bag one (leaf -1) zeros: a tree leaves about a third of the samples out, at random,
-            # and a branch on it is mispredicted that often; adding 0.0 leaves a sum as it is.
+            # binary): summing in place loads and stores the sum at each tree's vote, twice as slow. Every tree
+            # adds, an in-bag one (leaf -1) zeros: a tree leaves about a third of the samples out, at random, and a
+            # branch on it is mispredicted that often; adding 0.0 leaves a sum as it is.
             c = count[i]
             s0 = out[i, 0]
             s1 = out[i, n_out - 1]  # one output: the same sum as s0
