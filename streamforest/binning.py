@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from numba import njit, prange
 
-from streamforest.threads import threads_for
+from streamforest.threads import SMALL_WORK
 
 #: The bin reserved for missing values (NaN, None, unseen categories).
 MISSING_BIN = 255
@@ -62,19 +62,27 @@ def _bin_sorted(edges: np.ndarray, n: int, v: float) -> int:
     return lo
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True)
 def _bin_numeric(edges: np.ndarray, x: np.ndarray, out: np.ndarray) -> bool:
-    """Bins of the numeric column ``x`` into ``out`` (one pass, no temporary arrays, blocks of values in parallel:
-    the binary searches of a 200,000-value column are a few percent of its arrival); False on an infinite value."""
+    """Bins of the numeric column ``x`` into ``out`` (one pass, no temporary arrays); False on an infinite value."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        if np.isinf(v):
+            return False
+        out[i] = MISSING_BIN if np.isnan(v) else _bin_sorted(edges, edges.shape[0], v)
+    return True
+
+
+@njit(parallel=True, cache=True)
+def _bin_numeric_blocks(edges: np.ndarray, x: np.ndarray, out: np.ndarray) -> bool:
+    """:func:`_bin_numeric` of a large column, blocks of values in parallel (the binary searches of a 200,000-value
+    column are a few percent of its arrival)."""
     n = x.shape[0]
     n_blocks = (n + _BIN_BLOCK - 1) // _BIN_BLOCK
     finite = np.ones(n_blocks, dtype=np.bool_)
     for blk in prange(n_blocks):
-        for i in range(blk * _BIN_BLOCK, min(n, (blk + 1) * _BIN_BLOCK)):
-            v = x[i]
-            if np.isinf(v):
-                finite[blk] = False
-            out[i] = MISSING_BIN if np.isnan(v) else _bin_sorted(edges, edges.shape[0], v)
+        a, b = blk * _BIN_BLOCK, min(n, (blk + 1) * _BIN_BLOCK)
+        finite[blk] = _bin_numeric(edges, x[a:b], out[a:b])
     return finite.all()
 
 
@@ -218,9 +226,9 @@ class ColumnBinner:
         except (TypeError, ValueError):
             x = _as_float(values, self.name)  # raises with its message
         out = np.empty(x.shape[0], dtype=np.uint8)
-        with threads_for(x.shape[0], 1):
-            finite = _bin_numeric(self.edges, x, out)
-        if not finite:
+        # A parallel region costs 10 us even on one thread: small inputs (a River sample's) stay serial.
+        bin_numeric = _bin_numeric_blocks if x.shape[0] >= SMALL_WORK else _bin_numeric
+        if not bin_numeric(self.edges, x, out):
             _as_float(values, self.name)  # raises with its message
         return out
 
