@@ -236,9 +236,16 @@ class Worker:
                 self._rejoin(*stall)
                 continue
             idle = self.config.exit_when_idle
-            if idle is not None and self._idle_seconds() >= idle and not self._behind() and not self._others_behind():
-                log.info("nothing consumed for %.1f s: stopping", idle)
-                break
+            if idle is not None and self._idle_seconds() >= idle:
+                if since_commit:
+                    # Idle with progress not yet committed: committed now, not at the commit interval. The other
+                    # members tell from the group's offsets whether this worker's partitions are done; members that
+                    # each wait for the other's commit before stopping would otherwise wait out the interval.
+                    self._commit_all()
+                    last_commit, since_commit = time.monotonic(), 0
+                if not self._behind() and not self._others_behind():
+                    log.info("nothing consumed for %.1f s: stopping", idle)
+                    break
 
     def _settled(self) -> bool:
         """Whether the worker is a stable member of its group with every assigned partition started."""
