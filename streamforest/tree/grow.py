@@ -229,10 +229,15 @@ def bootstrap_counts(n: int, y_cls: np.ndarray, n_classes: int, stratified: bool
     """The in-bag draw counts of the tree with this seed (recomputed on demand for out-of-bag scores): ``draws``
     draws with replacement among the ``n`` samples (0: ``n``), by class in proportion to its size when
     ``stratified`` (every class present keeps at least one draw)."""
+    return seeded_counts(n, class_slots(y_cls, n if stratified else 0, n_classes), stratified, draws, seed)
+
+
+@njit(cache=True)
+def seeded_counts(n: int, classes: tuple, stratified: bool, draws: int, seed: np.uint64) -> np.ndarray:
+    """:func:`bootstrap_counts` with the classes' slots (:func:`class_slots`) given: computed once for many trees."""
     state = np.empty(1, dtype=np.uint64)
     state[0] = seed
-    starts, slot = class_slots(y_cls, n if stratified else 0, n_classes)
-    return _bootstrap_counts(n, starts, slot, stratified, draws, state)
+    return _bootstrap_counts(n, classes[0], classes[1], stratified, draws, state)
 
 
 @njit(inline="always")

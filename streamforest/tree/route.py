@@ -8,7 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from streamforest.threads import SERIAL_BELOW, threads_for
-from streamforest.tree.grow import bootstrap_counts
+from streamforest.tree.grow import class_slots, seeded_counts
 from streamforest.tree.model import Trees
 from streamforest.tree.walk import SAMPLE_BLOCK, goes_left, leaf_of
 
@@ -133,8 +133,9 @@ def leaves(trees: Trees, Xb: np.ndarray, n_samples: int) -> np.ndarray:
 
 @njit(parallel=True, cache=True)
 def _inbag(n, y_cls, n_classes, stratified, draws, seeds, out):
+    classes = class_slots(y_cls, n if stratified else 0, n_classes)
     for t in prange(seeds.shape[0]):
-        counts = bootstrap_counts(n, y_cls, n_classes, stratified, draws, seeds[t])
+        counts = seeded_counts(n, classes, stratified, draws, seeds[t])
         for i in range(n):
             out[t, i] = counts[i] > 0
 
