@@ -17,9 +17,10 @@ class ForestClassifier(WindowForest, base.Classifier):
 
     * every labelled sample goes into a bounded window of the last ``window_size`` (numpy columns, one per key;
       a sample that lacks a key holds a missing value there);
-    * before 20 samples (and while a single class has been seen) there is no forest, and ``predict_proba_one``
-      returns the label prior seen so far (an empty dict before any label); from 20 samples to ``grace_period``,
-      provisional forests grown on the window predict (they change nothing from ``grace_period`` on);
+    * while a single class has been seen there is no forest, and ``predict_proba_one`` returns the label prior
+      seen so far (an empty dict before any label); from the second class to ``grace_period`` samples,
+      provisional forests grown on the window predict, their leaves of one or two samples, their probabilities
+      leaning toward the prior while the samples are few (they change nothing from ``grace_period`` on);
     * at ``grace_period`` samples the first forest is grown on the window, with the keys present in at least
       ``min_key_count`` of its samples (one generation, :meth:`FeatureStreamForest.fit`);
     * a key not yet in the forest that comes to be present in ``min_key_count`` samples of the window arrives as a
@@ -123,7 +124,7 @@ class ForestClassifier(WindowForest, base.Classifier):
     >>> from streamforest.connectors.river import ForestClassifier
     >>> model = ForestClassifier(seed=42)
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.ROCAUC())
-    ROCAUC: 96.57%
+    ROCAUC: 96.62%
     >>> len(model.forest.generations_) <= model.max_generations
     True
 

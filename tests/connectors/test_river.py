@@ -60,21 +60,34 @@ def test_prediction_before_learning_the_prior_then_provisional_forests():
     model = ForestClassifier(**SMALL)
     assert model.predict_proba_one(PHISHING[0][0]) == {}
     assert model.predict_one(PHISHING[0][0]) is None
-    first = driver.PROVISIONAL_AT - 1
-    labels = []
+    # Phishing starts with four phishing sites: no forest tells one class from another yet, the prior predicts.
+    first = next(i for i, (_, y) in enumerate(PHISHING) if y != PHISHING[0][1])
+    assert first >= driver.PROVISIONAL_AT
     for x, y in PHISHING[:first]:
         model.learn_one(x, y)
-        labels.append(y)
     assert model.forest is None
-    prior = model.predict_proba_one(PHISHING[0][0])
-    assert prior == pytest.approx({True: labels.count(True) / first, False: labels.count(False) / first})
-    model.learn_one(*PHISHING[first])
+    assert model.predict_proba_one(PHISHING[0][0]) == {PHISHING[0][1]: 1.0}
+    model.learn_one(*PHISHING[first])  # the second class: a provisional forest, leaves of a sample
     provisional = model.forest
-    assert provisional is not None and model.predict_proba_one(PHISHING[0][0]) != prior
+    assert provisional is not None and provisional.min_samples_leaf == 1.0
+    # Its trees place the second class's sample apart; on five samples the prior keeps two thirds of the vote.
+    second = PHISHING[first][1]
+    assert model.predict_proba_one(PHISHING[first][0])[second] > 1 / (first + 1)
     for x, y in PHISHING[first + 1 : 29]:
         model.learn_one(x, y)
+    assert model.forest is not provisional and model.forest.min_samples_leaf == 2.0
+    # Its probabilities lean toward the label prior: 10 pseudo-samples of it against the window's 29.
+    d, x = model._driver, PHISHING[40][0]
+    d._temper = d._rise_temper = 0.0
+    forest_p = model.forest.predict_proba({name: x.get(key) for key, name in d._forest_keys})[0]
+    counts = np.array([d._label_counts[int(c)] for c in model.forest.classes_])
+    share = driver.PROVISIONAL_PRIOR / (29 + driver.PROVISIONAL_PRIOR)
+    expected = (1 - share) * forest_p + share * counts / counts.sum()
+    got = model.predict_proba_one(x)
+    assert [got[d.labels[int(c)]] for c in model.forest.classes_] == pytest.approx(expected.tolist())
     model.learn_one(*PHISHING[29])
-    assert model.forest is not provisional and len(model.forest.generations_) == 1
+    assert model.forest.min_samples_leaf == SMALL.get("min_samples_leaf", 3)
+    assert len(model.forest.generations_) == 1
 
 
 def test_from_grace_period_on_the_provisional_forests_change_nothing(monkeypatch):
