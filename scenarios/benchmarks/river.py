@@ -30,11 +30,13 @@ chosen on all 96, and ``--recovery-seeds`` judges them on others (none was tuned
 one run each, both models predict then learn every sample (progressive validation, as above); the *recovery* is the
 number of samples from the change to the first sample from which the next :data:`RECOVERY_SPAN` predictions reach
 95% of the settled post-change accuracy (the better of the two models' accuracies on the last 1,000 samples;
-"never" if not reached). The table gives both models' ROCAUC, accuracy and recovery side by side, the ratio of
-recoveries (ours / ARF), then per seed, per kind, over the streams not tuned on and over all the worst and the mean
-of ours minus ARF's ROCAUC and accuracy, the wins and losses. ``--recovery-seeds`` replaces these changes by
-others, on seeds of one's choice (every combination with ``--recovery-positions`` and ``--recovery-widths``), to
-judge the drift handling on streams it was never looked at on.
+"never" if not reached). The table gives both models' ROCAUC, the exact ROC AUC of the same predictions (every
+threshold: River's 10 thresholds rank the probabilities within a tenth of each other as ties), accuracy and recovery
+side by side, the ratio of recoveries (ours / ARF), then per seed, per kind, over the streams not tuned on and over
+all the worst and the mean of ours minus ARF's ROCAUC, exact AUC and accuracy, the wins and losses.
+``--recovery-seeds`` replaces these changes by others, on seeds of one's choice (every combination with
+``--recovery-positions`` and ``--recovery-widths``), to judge the drift handling on streams it was never looked at
+on.
 
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
 at least 3x ARF's samples per second; on every drift stream of the first table (RandomRBF, SEA's gradual drift,
@@ -63,6 +65,7 @@ from river.datasets import synth
 
 from scenarios.benchmarks.common import environment, int_list
 from streamforest.connectors.river import ForestClassifier, ForestEncoder
+from streamforest.metrics import roc_auc
 
 Sample = tuple[dict[str, Any], Any]
 #: Datasets where ours must match ARF's ROCAUC at 3x its speed.
@@ -175,8 +178,9 @@ def drift_stream(kind: str, position: int, width: int, n: int = RECOVERY_N, seed
     return list(synth.ConceptDriftStream(first, second, seed=seed + 2, position=position, width=width).take(n))
 
 
-def progressive(model: Any, samples: list[Sample]) -> tuple[float, float, np.ndarray]:
-    """Progressive validation sample by sample: ROCAUC, accuracy, and whether each prediction was right."""
+def progressive(model: Any, samples: list[Sample], probas: list | None = None) -> tuple[float, float, np.ndarray]:
+    """Progressive validation sample by sample: ROCAUC, accuracy, and whether each prediction was right (each
+    prediction's probabilities appended to ``probas`` if given)."""
     auc, acc = metrics.ROCAUC(), metrics.Accuracy()
     right = np.zeros(len(samples), dtype=np.bool_)
     for i, (x, y) in enumerate(samples):
@@ -185,8 +189,21 @@ def progressive(model: Any, samples: list[Sample]) -> tuple[float, float, np.nda
         auc.update(y, p)
         acc.update(y, y_pred)
         right[i] = y_pred == y
+        if probas is not None:
+            probas.append(p)
         model.learn_one(x, y)
     return float(auc.get()), float(acc.get()), right
+
+
+def exact_auc(samples: list[Sample], probas: list[dict]) -> float:
+    """The exact ROC AUC (every threshold, ties one half) of a binary stream's progressive predictions: River's
+    ``ROCAUC`` counts 10 thresholds, and probabilities near 0 and 1 fall in its outermost bins, ranked as ties."""
+    labels = sorted({y for _, y in samples})
+    if len(labels) != 2:
+        return float("nan")
+    positive = labels[1]
+    y = np.array([label == positive for _, label in samples])
+    return roc_auc(y, np.array([p.get(positive, 0.0) if p else 0.5 for p in probas]))
 
 
 def recovery(right: np.ndarray, change: int, target: float, span: int = RECOVERY_SPAN) -> int | None:
@@ -212,23 +229,26 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
     rows = []
     print(f"\nrecovery after a change ({RECOVERY_N:,} samples; samples from the change to 95% of the settled accuracy "
           f"over {RECOVERY_SPAN})")
-    print(f"{'stream':<26} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'recovery ours':>13} "
-          f"{'ARF':>6} {'ratio':>6} {'drifts':>6}")
+    print(f"{'stream':<26} {'ROCAUC ours':>11} {'ARF':>7} {'exact ours':>10} {'ARF':>7} {'accuracy ours':>13} "
+          f"{'ARF':>7} {'recovery ours':>13} {'ARF':>6} {'ratio':>6} {'drifts':>6}")
     for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
         ours = ForestClassifier(seed=1, refresh_backoff=refresh_backoff)
-        auc_ours, acc_ours, right_ours = progressive(ours, samples)
-        auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=1), samples)
+        p_ours, p_arf = [], []
+        auc_ours, acc_ours, right_ours = progressive(ours, samples, p_ours)
+        auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=1), samples, p_arf)
+        exact_ours, exact_arf = exact_auc(samples, p_ours), exact_auc(samples, p_arf)
         settled = max(right_ours[-RECOVERY_TAIL:].mean(), right_arf[-RECOVERY_TAIL:].mean())
         rec_ours, rec_arf = (recovery(r, position, 0.95 * settled) for r in (right_ours, right_arf))
         name = f"{kind} @{position} w{width} s{seed}"
         row = {"stream": name, "kind": kind, "position": position, "width": width, "seed": seed,
-               "rocauc_ours": auc_ours,
-               "rocauc_arf": auc_arf, "accuracy_ours": acc_ours, "accuracy_arf": acc_arf, "settled": float(settled),
+               "rocauc_ours": auc_ours, "rocauc_arf": auc_arf, "exact_auc_ours": exact_ours, "exact_auc_arf": exact_arf,
+               "accuracy_ours": acc_ours, "accuracy_arf": acc_arf, "settled": float(settled),
                "recovery_ours": rec_ours, "recovery_arf": rec_arf, "drifts_ours": ours.n_drifts_detected}
         rows.append(row)
         ratio = f"{rec_ours / max(rec_arf, 1):.2f}" if rec_ours is not None and rec_arf is not None else "-"
-        print(f"{name:<26} {auc_ours:>11.4f} {auc_arf:>7.4f} {acc_ours:>13.4f} {acc_arf:>7.4f} "
+        print(f"{name:<26} {auc_ours:>11.4f} {auc_arf:>7.4f} {exact_ours:>10.4f} {exact_arf:>7.4f} "
+              f"{acc_ours:>13.4f} {acc_arf:>7.4f} "
               f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {ours.n_drifts_detected:>6}", flush=True)
     seeds = sorted({r["seed"] for r in rows})
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
@@ -245,7 +265,7 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
 def recovery_summary(rows: list[dict]) -> str:
     """Mean and worst of ours minus ARF's ROCAUC and accuracy, wins, and how often ours recovers as fast."""
     parts = []
-    for metric in ("rocauc", "accuracy"):
+    for metric in ("rocauc", "exact_auc", "accuracy"):
         d = np.array([r[f"{metric}_ours"] - r[f"{metric}_arf"] for r in rows])
         parts.append(f"{metric} ours - ARF mean {d.mean():+.4f}, worst {d.min():+.4f}, "
                      f"ours >= on {int((d >= 0).sum())} of {d.size}")

@@ -410,6 +410,25 @@ def test_after_abrupt_changes_the_classifier_recovers_as_fast_as_arf():
     assert ours_total <= arf_total
 
 
+def test_the_benchmarks_exact_auc_ranks_what_rivers_ten_thresholds_tie():
+    # The recovery table prints the exact ROC AUC beside River's ROCAUC: 0.91, 0.95 and 0.99 fall in River's top
+    # bin of 10 thresholds, ranked as ties there, in order by every threshold.
+    from river import metrics
+
+    from scenarios.benchmarks.river import exact_auc
+
+    samples = [({}, False), ({}, True), ({}, True), ({}, False)]
+    probas = [{False: 0.09, True: 0.91}, {False: 0.01, True: 0.99}, {False: 0.05, True: 0.95},
+              {False: 0.99, True: 0.01}]
+    river_auc = metrics.ROCAUC()
+    for (_, y), p in zip(samples, probas, strict=True):
+        river_auc.update(y, p)
+    assert exact_auc(samples, probas) == 1.0 > river_auc.get()
+    # A prediction before any label (an empty dict) scores one half; a stream of one class has no AUC.
+    assert exact_auc([({}, 0), ({}, 1), ({}, 1)], [{}, {0: 0.4, 1: 0.6}, {0: 0.8, 1: 0.2}]) == 0.5
+    assert math.isnan(exact_auc([({}, 1), ({}, 1)], [{1: 1.0}, {1: 1.0}]))
+
+
 def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     # STAGGER rule 0 -> 2 over a transition of 100 samples: the drift is detected while both rules still mix, and
     # a forest grown on the mixed samples would go on voting for the old rule. The old rule's forest follows the
