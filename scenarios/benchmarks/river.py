@@ -263,7 +263,8 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
 
 
 def recovery_summary(rows: list[dict]) -> str:
-    """Mean and worst of ours minus ARF's ROCAUC and accuracy, wins, and how often ours recovers as fast."""
+    """Mean and worst of ours minus ARF's ROCAUC, exact AUC and accuracy, wins, and how often ours recovers as
+    fast."""
     parts = []
     for metric in ("rocauc", "exact_auc", "accuracy"):
         d = np.array([r[f"{metric}_ours"] - r[f"{metric}_arf"] for r in rows])
