@@ -12,7 +12,8 @@ hands (or none) that long under the same holder with its committed offset standi
 over, closes its consumer and joins again with a new one (:meth:`Worker._rejoin`). It first removes from the group
 the member that holds such a partition and, when static, itself (:meth:`Worker._remove_holders`): a coordinator
 that keeps a dead static member (noida-db for ever, Tansu until another member's heartbeat expires it) would
-otherwise give the partition back to it, and a static member's rejoin alone is no membership change. Stalls in a
+otherwise give the partition back to it, and a static member's rejoin alone is no membership change (a stalled join
+waits a little for such partitions to have stood still the whole limit: :meth:`Worker._evidence_ripening`). Stalls in a
 row lengthen the wait before the next one and the time out of the group (:meth:`Worker._stall_limit`,
 :meth:`Worker._rejoin_pause`): two members whose rejoins keep stalling each other drift apart, and the others'
 rebalance ends while one is out.
@@ -315,7 +316,7 @@ class Worker:
             if self.unsettled_since is None:
                 self.unsettled_since = now
             waited = now - self.unsettled_since
-            if waited >= limit:
+            if waited >= limit and (stalled or not self._evidence_ripening(now, limit)):
                 return f"joining or rebalancing for {waited:.0f} s", stalled
             if now >= self.next_leader_check:
                 self.next_leader_check = now + GROUP_CHECK_SECONDS
@@ -327,6 +328,19 @@ class Worker:
         committed, _, since = self.others[stalled[0]]
         return (f"partition {stalled[0]} has records from offset {committed} on and its committed offset has not "
                 f"moved for {now - since:.0f} s"), stalled
+
+    def _evidence_ripening(self, now: float, limit: float) -> bool:
+        """Whether an input partition in other hands (or none) with records has stood still since early in this
+        stalled join (within half the stall limit of its start) but not yet for the whole limit. The stall then waits
+        for it, half a limit at most: the records of a SIGKILLed member's partitions come about when the coordinator
+        starts waiting for it, and a rejoin that came a moment before they had stood still the limit removed nobody,
+        so the next join waited for the dead static member again, a doubled limit longer."""
+        if not self.was_member:
+            return False
+        mine = {tp.partition for tp in self.consumer.assignment()}
+        return any(p not in mine and now - since < limit and since <= self.unsettled_since + limit / 2
+                   and self._records_waiting(p, committed, end)
+                   for p, (committed, end, since) in sorted(self.others.items()))
 
     def _watch_others(self, now: float) -> None:
         """Record, for each input partition another member holds (or nobody does) with records past its committed
