@@ -340,7 +340,7 @@ class Worker:
         mine = {tp.partition for tp in self.consumer.assignment()}
         return any(p not in mine and now - since < limit and since <= self.unsettled_since + limit / 2
                    and self._records_waiting(p, committed, end)
-                   for p, (committed, end, since) in sorted(self.others.items()))
+                   for p, (committed, end, since) in self.others.items())
 
     def _watch_others(self, now: float) -> None:
         """Record, for each input partition another member holds (or nobody does) with records past its committed
