@@ -259,12 +259,14 @@ def test_the_feature_that_defines_the_label_is_accepted_and_noise_is_not(options
         finally:
             loop.client.close()
             loop.final_client.close()
-        accepted = {c.definition for c in result.accepted}
+        # the rule's decisions (the final set adds the near misses, rejected candidates of positive gains)
+        accepted = {t["definition"] for t in result.trials if t["accepted"]}
         # an accepted combination may be the defining feature already (MEAN(...) * COUNT(...) equals the SUM
         # wherever it is defined, and is missing exactly where the SUM is one value, 0): the SUM then has nothing
         # left to add
         values = np.array([sum(o["amount"] for o in d["orders"] if o["kind"] == "b") for d in docs])
-        equal = any(_same_information(c.values, values) for c in result.accepted if c.definition != defining)
+        equal = any(_same_information(c.values, values) for c in result.accepted
+                    if c.definition != defining and c.definition in accepted)
         tried += [(seed, t["n"], t["definition"] in accepted or equal, t["why"]) for t in result.trials
                   if t["definition"] == defining]
         noise += [t["definition"] in accepted for t in result.trials if t["definition"].startswith("NOISE")]
