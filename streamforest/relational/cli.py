@@ -50,6 +50,9 @@ def register(subparsers: Any, kafka_transports: KafkaTransports | None = None) -
     r.add_argument("--max-depth", type=int, default=2, help="longest path of one-to-many steps below the target")
     r.add_argument("--rebase-after", type=int, default=20,
                    help="rejections after which the exploration stream restarts with the accepted features")
+    r.add_argument("--near-misses", type=int, default=None,
+                   help="rejected candidates of the largest positive gains that join the accepted ones in the final "
+                        "set and features.csv (default: the policy's, 10; 0: the accepted ones only)")
     r.add_argument("--explore-rows", type=int, default=10_000,
                    help="labelled rows the exploration looks at (a stratified sample beyond that)")
     r.add_argument("--transport", choices=("inprocess", "jsonl", "kafka"),
@@ -101,6 +104,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     forest = forest_params(args.forest_param)
     if not args.timeout > 0:
         raise ValueError(f"--timeout must be > 0 seconds, got {args.timeout}")
+    if args.near_misses is not None and args.near_misses < 0:
+        raise ValueError(f"--near-misses must be >= 0, got {args.near_misses}")
     db = load(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -121,7 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     final_client=EngineClient(final_transport, args.timeout),
                     budget=args.budget, seed=args.seed, rebase_after=args.rebase_after,
                     explore_rows=args.explore_rows, max_depth=args.max_depth, forest=forest, on_trial=log,
-                    progress=progress)
+                    progress=progress,
+                    policy_options=None if args.near_misses is None else {"near_misses": args.near_misses})
         result = loop.run()
     except (RuntimeError, TimeoutError) as exc:  # the engine refused a message or went away: say why
         hint = ""

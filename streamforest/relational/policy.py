@@ -398,7 +398,9 @@ class ThompsonPolicy(Policy):
         self.screen = screen
         self.relevance_weight = relevance_weight
         self.paired = paired
-        self.near_misses = near_misses
+        if isinstance(near_misses, bool) or not isinstance(near_misses, (int, np.integer)) or near_misses < 0:
+            raise ValueError(f"near_misses must be an integer >= 0, got {near_misses!r}")
+        self.near_misses = int(near_misses)
         self.refine = refine
         if paired:  # the twin is each candidate's null: no shadow is sent
             self.shadow_every = 0

@@ -199,6 +199,32 @@ def test_cli_documents_and_errors(tmp_path):
     assert main(["relational", "run", "--documents", str(docs), "--label", "nope", "--out", str(tmp_path)]) == 1
 
 
+@needs_data
+def test_cli_near_misses_set_what_joins_the_accepted_features(tmp_path, capsys):
+    from streamforest.cli import main
+    from streamforest.relational.schema import save_schema
+
+    schema = save_schema(mutagenesis(), tmp_path / "tables")
+    columns = {}
+    for k in (0, 2):
+        out = tmp_path / f"o{k}"
+        assert main(["relational", "run", "--schema", str(schema), "--budget", "25", "--out", str(out), "--quiet",
+                     "--near-misses", str(k)]) == 0
+        with open(out / "features.csv", newline="") as fh:
+            columns[k] = next(csv.reader(fh))[2:]
+        trials = [json.loads(line) for line in (out / "candidates.jsonl").read_text().splitlines()]
+        accepted = [t["name"] for t in trials if t["accepted"]]
+        assert set(accepted) <= set(columns[k])
+    # the same exploration; 2 more columns, rejected candidates
+    assert columns[0] == [c for c in columns[2] if c in columns[0]] and len(columns[2]) == len(columns[0]) + 2
+    assert main(["relational", "run", "--schema", str(schema), "--out", str(tmp_path / "bad"),
+                 "--near-misses", "-1"]) == 1
+    assert "--near-misses must be >= 0, got -1" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    with pytest.raises(ValueError, match="near_misses must be an integer >= 0"):
+        run_loop(mutagenesis(), budget=5, policy_options={"near_misses": 1.5})
+
+
 def test_a_final_stream_that_cannot_start_says_why_at_once():
     client = EngineClient(InProcess(engine_config(0, final=True)), timeout=30)
     ids = [str(i) for i in range(20)]
