@@ -365,7 +365,7 @@ class ThompsonPolicy(Policy):
         this many, join the final set beside the accepted ones (the exploration is the same; 0: only the accepted
         ones). On ~170 labelled rows a useful member's out-of-bag gain often falls just short of the acceptance
         bar; the final forest on the accepted ones and 10 such near misses did better on Mutagenesis than on 3 or
-        none, on the fold protocols the count was chosen on and on six it was not (``docs/relational.md``, *The
+        none, on the fold protocols the count was chosen on and on 21 others (``docs/relational.md``, *The
         policy*). A near miss may be a useless candidate whose gain happened to be positive: on data where one
         candidate in five is noise (``tests/relational/test_policy.py``), 4% of the noise is accepted and 31%
         reaches the final set with 10 near misses (10% with 3); ``candidates.jsonl`` tells accepted from missed.
