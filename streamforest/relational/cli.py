@@ -52,7 +52,8 @@ def register(subparsers: Any, kafka_transports: KafkaTransports | None = None) -
                    help="rejections after which the exploration stream restarts with the accepted features")
     r.add_argument("--near-misses", type=int, default=None,
                    help="rejected candidates of the largest positive gains that join the accepted ones in the final "
-                        "set and features.csv (default: the policy's, 10; 0: the accepted ones only)")
+                        "set and features.csv (default: 10 when the exploration has at most 1,000 labelled rows, "
+                        "else 3; 0: the accepted ones only)")
     r.add_argument("--explore-rows", type=int, default=10_000,
                    help="labelled rows the exploration looks at (a stratified sample beyond that)")
     r.add_argument("--transport", choices=("inprocess", "jsonl", "kafka"),

@@ -147,6 +147,14 @@ MIN_ERROR = 1e-4
 RECENT = 20
 #: Rejected candidates' gains needed before their spread counts (see ``ThompsonPolicy._spread``).
 MIN_REJECTED_GAINS = 8
+#: How many near misses join the final set by default (``ThompsonPolicy(near_misses=None)``): the first while the
+#: exploration has at most ``NEAR_MISSES_UP_TO`` labelled rows, the second beyond. Near misses make up for the
+#: noise of an out-of-bag gain on few rows, where a useful candidate often falls just short of the bar: on
+#: Mutagenesis (~170 rows) 10 did better than 3 over 21 fold protocols; on 10,000 rows a gain's standard error is
+#: about 8 times smaller, and the scale benchmark's final sets grew by 7 features and its slowest shape by 12 s
+#: (``docs/relational.md``, *How many near misses*).
+NEAR_MISSES = (10, 3)
+NEAR_MISSES_UP_TO = 1000
 #: The least standard error a paired gain is held to (a generation whose trees never split on the candidate, nor
 #: its twin's on the permuted values, has a gain and an error of zero).
 MIN_PAIRED_SE = 1e-4
@@ -363,12 +371,13 @@ class ThompsonPolicy(Policy):
     near_misses
         The rejected candidates (shadows aside) of the largest positive gains in units of ``sqrt(error)``, at most
         this many, join the final set beside the accepted ones (the exploration is the same; 0: only the accepted
-        ones). On ~170 labelled rows a useful member's out-of-bag gain often falls just short of the acceptance
-        bar; the final forest on the accepted ones and 10 such near misses did better on Mutagenesis than on 3 or
-        none, on the fold protocols the count was chosen on and on 21 others (``docs/relational.md``, *The
-        policy*). A near miss may be a useless candidate whose gain happened to be positive: on data where one
-        candidate in five is noise (``tests/relational/test_policy.py``), 4% of the noise is accepted and 31%
-        reaches the final set with 10 near misses (10% with 3); ``candidates.jsonl`` tells accepted from missed.
+        ones; None: 10 on at most :data:`NEAR_MISSES_UP_TO` labelled rows, else 3, :data:`NEAR_MISSES`). On ~170
+        labelled rows a useful member's out-of-bag gain often falls just short of the acceptance bar; the final
+        forest on the accepted ones and 10 such near misses did better on Mutagenesis than on 3 or none, on the
+        fold protocols the count was chosen on and on 21 others (``docs/relational.md``, *The policy*). A near
+        miss may be a useless candidate whose gain happened to be positive: on data where one candidate in five is
+        noise (``tests/relational/test_policy.py``), 4% of the noise is accepted and 31% reaches the final set with
+        10 near misses (10% with 3); ``candidates.jsonl`` tells accepted from missed.
     refine
         When an unconditioned aggregate is accepted, send its most relevant conditioned member next if that beats
         its relevance by two standard deviations of the shadows' relevance (see :meth:`_queue_refinement`).
@@ -379,7 +388,8 @@ class ThompsonPolicy(Policy):
                  beam: int = 10,
                  prior: float = 1.0, simplicity: float = 0.25, operators: tuple[str, ...] | None = None,
                  screen: int = 4, relevance_weight: float = 1.0, structure: bool = False,
-                 basics: bool = False, paired: bool = False, near_misses: int = 10, refine: bool = True) -> None:
+                 basics: bool = False, paired: bool = False, near_misses: int | None = None,
+                 refine: bool = True) -> None:
         self.generator = generator
         self.labelled = np.asarray(labelled, dtype=bool)
         self.y = np.asarray(y)[self.labelled]
@@ -398,8 +408,10 @@ class ThompsonPolicy(Policy):
         self.screen = screen
         self.relevance_weight = relevance_weight
         self.paired = paired
+        if near_misses is None:
+            near_misses = NEAR_MISSES[0] if int(self.labelled.sum()) <= NEAR_MISSES_UP_TO else NEAR_MISSES[1]
         if isinstance(near_misses, bool) or not isinstance(near_misses, (int, np.integer)) or near_misses < 0:
-            raise ValueError(f"near_misses must be an integer >= 0, got {near_misses!r}")
+            raise ValueError(f"near_misses must be an integer >= 0 or None, got {near_misses!r}")
         self.near_misses = int(near_misses)
         self.refine = refine
         if paired:  # the twin is each candidate's null: no shadow is sent
