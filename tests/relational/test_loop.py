@@ -225,20 +225,6 @@ def test_cli_near_misses_set_what_joins_the_accepted_features(tmp_path, capsys):
         run_loop(mutagenesis(), budget=5, policy_options={"near_misses": 1.5})
 
 
-def test_the_default_near_misses_follow_the_labelled_rows():
-    from streamforest.relational.candidates import Generator
-    from streamforest.relational.documents import documents_to_tables
-    from streamforest.relational.policy import NEAR_MISSES, NEAR_MISSES_UP_TO, ThompsonPolicy
-    from tests.relational.test_policy import churn_documents
-
-    db = documents_to_tables(churn_documents(0, n=NEAR_MISSES_UP_TO + 1), "churn", key="id")
-    gen, every = Generator(db), np.ones(NEAR_MISSES_UP_TO + 1, dtype=bool)
-    assert ThompsonPolicy(gen, db.labels, every).near_misses == NEAR_MISSES[1]
-    every[0] = False  # as many labelled rows as the bound allows
-    assert ThompsonPolicy(gen, db.labels, every).near_misses == NEAR_MISSES[0]
-    assert ThompsonPolicy(gen, db.labels, every, near_misses=7).near_misses == 7
-
-
 def test_a_final_stream_that_cannot_start_says_why_at_once():
     client = EngineClient(InProcess(engine_config(0, final=True)), timeout=30)
     ids = [str(i) for i in range(20)]

@@ -9,6 +9,8 @@ from streamforest.relational.candidates import Generator
 from streamforest.relational.loop import _sample
 from streamforest.relational.policy import (
     MIN_ERROR,
+    NEAR_MISSES,
+    NEAR_MISSES_UP_TO,
     Candidate,
     EnumerationPolicy,
     ThompsonPolicy,
@@ -297,3 +299,14 @@ def test_basics_related_to_the_label_go_after_the_first_shadows_and_the_others_s
     real = [c.definition for c in proposed[first:] if not c.shadow]  # shadows come as they are due
     assert real[: len(basics)] == basics
     assert _screened_with_shuffled_labels(db, "basics", "SUM(orders.amount)") == []
+
+
+def test_the_default_near_misses_follow_the_labelled_rows():
+    from streamforest.relational.documents import documents_to_tables
+
+    db = documents_to_tables(churn_documents(0, n=NEAR_MISSES_UP_TO + 1), "churn", key="id")
+    gen, every = Generator(db), np.ones(NEAR_MISSES_UP_TO + 1, dtype=bool)
+    assert ThompsonPolicy(gen, db.labels, every).near_misses == NEAR_MISSES[1]
+    every[0] = False  # as many labelled rows as the bound allows
+    assert ThompsonPolicy(gen, db.labels, every).near_misses == NEAR_MISSES[0]
+    assert ThompsonPolicy(gen, db.labels, every, near_misses=7).near_misses == 7
