@@ -87,7 +87,8 @@ def protocol_folds(y: np.ndarray, protocol: int, shuffles: int, folds: int):
 
 def run_fold(data: str, y: np.ndarray, attrs: np.ndarray, X_ft: np.ndarray | None, train: np.ndarray,
              test: np.ndarray, budget: int, seed: int, options: dict, tmp: Path,
-             generator_options: dict | None = None, forest_options: dict | None = None) -> dict:
+             generator_options: dict | None = None, forest_options: dict | None = None,
+             final_options: dict | None = None) -> dict:
     """One fold: the loop with the test labels blanked, then the forests on its features, the attributes, DFS."""
     from sklearn.metrics import roc_auc_score
 
@@ -95,7 +96,7 @@ def run_fold(data: str, y: np.ndarray, attrs: np.ndarray, X_ft: np.ndarray | Non
     db.labels[test] = ""
     start, cpu0 = time.perf_counter(), time.process_time()
     result = run_loop(db, budget=budget, seed=seed, policy_options=options, generator_options=generator_options,
-                      forest=forest_options)
+                      forest=forest_options, final_forest=final_options)
     seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu0
     own = np.array([result.predictions[i]["1"] for i in db.ids[test]])
     write_features(tmp / "features.csv", db, result)
@@ -124,6 +125,11 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def key_values(pairs: list[str]) -> dict:
+    """``KEY=VALUE`` options (each value JSON: ``z=1.5``, ``extended=true``, ``split_features=null``) as a dict."""
+    return {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in pairs}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=str(DATA))
@@ -142,12 +148,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="a Generator option, e.g. extended=true (repeatable)")
     ap.add_argument("--forest-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter of the exploration forest, e.g. trees_per_generation=20 (repeatable)")
+    ap.add_argument("--final-forest-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a parameter of the final stream's forest (over loop.FINAL_FOREST), e.g. split_features=null; "
+                         "the exploration, hence features.csv, does not depend on it (repeatable)")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets are met on the worst protocol")
     args = ap.parse_args(argv)
 
-    options = {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in args.policy_option}
-    generator_options = {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in args.generator_option}
-    forest_options = {kv.split("=", 1)[0]: json.loads(kv.split("=", 1)[1]) for kv in args.forest_option}
+    options, generator_options, forest_options, final_options = (
+        key_values(pairs) for pairs in (args.policy_option, args.generator_option, args.forest_option,
+                                        args.final_forest_option))
     protocols = [int(p) for p in args.protocol_seeds.split(",")]
     base = load_documents(args.data, "mutagenic")
     y = base.labels.astype(int)
@@ -165,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             row = {"protocol": p, "shuffle": s, "fold": k,
                    **run_fold(args.data, y, attrs, X_ft, train, test, args.budget, p * 1000 + s * 100 + k, options,
-                              tmp, generator_options, forest_options)}
+                              tmp, generator_options, forest_options, final_options)}
             rows.append(row)
             print(json.dumps({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in row.items()}),
                   file=sys.stderr, flush=True)

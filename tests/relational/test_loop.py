@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -73,6 +74,9 @@ def test_the_final_forest_is_the_offline_forest_and_an_engine_that_starts_on_arr
     assert [g["forced"] for g in forest.generations_] == [[]] and forest.n_trees_ == 300
     assert list(forest.feature_names_in_) == [c.name for c in a.accepted]
     assert forest.n_samples_ == int(db.labelled.sum())
+    # Breiman's trees: every feature in every tree, a third of them drawn at each split.
+    d, (trees,) = forest.n_features_in_, forest._generations
+    assert d >= 3 and all(len(s) == d for s in trees.subspaces) and set(trees.split_ks) == {math.ceil(d / 3)}
     streaming = InProcess({**engine_config(3, final=True), "start": "arrival"})
     b = _run(db, InProcess(engine_config(3)), 12, streaming)
     assert [t["definition"] for t in a.trials] == [t["definition"] for t in b.trials]
