@@ -48,7 +48,8 @@ EXPLORE_FOREST = {"trees_per_generation": 30, "split_features": None, "min_sampl
 #: as Breiman's forests are: every feature in every tree, a third of them drawn anew at each split, leaves of one
 #: sample. Per-tree subspaces (2/3 of the final set, searched whole at each split) make trees that all split on the
 #: few strongest features; the draw at each split lets the others in (Mutagenesis, the loop's own predictions on
-#: the same final sets: docs/relational.md, "The final forest"). A generation per feature took most of the final
+#: the same final sets; level where one planted feature carries the label among noise, the synthetic data:
+#: docs/relational.md, "The final forest"). A generation per feature took most of the final
 #: stream's time and added nothing: the challenger weights left the last three generations nearly all the vote. A
 #: tree draws at most 20,000 labelled rows: on more, its cost and size grow with them and the forest's accuracy
 #: hardly (on the scale benchmark's 70,000 labelled rows, the same out-of-bag AUC in a third less time; "Scale over
