@@ -84,7 +84,11 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     Parameters
     ----------
     trees_per_generation
-        Trees grown per arriving feature (and by :meth:`fit`).
+        Trees grown per arriving feature (and by :meth:`fit`), or ``"auto"``: 300 on up to 2,500 training samples,
+        then fewer as the samples grow, so that a generation's trees times its samples stay at 750,000, and 50 from
+        15,000 samples on (:func:`streamforest.growth.auto_trees`); and 50 once the stream is wider than
+        ``max_subspace`` can follow, where many generations share the votes (see *Wide streams*). A generation keeps
+        the trees it was grown with.
     max_features
         Expected share (float) or count (int) of the features in a tree's subspace, the forced one counting.
     max_depth
@@ -205,7 +209,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
 
     def __init__(
         self,
-        trees_per_generation: int = 50,
+        trees_per_generation: int | str = "auto",
         max_features: float | int = 2 / 3,
         max_depth: int | None = 16,
         min_samples_leaf: float | str = "auto",
@@ -429,7 +433,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
             k = sampling.subspace_size(d, self.max_features, self.max_subspace)
             log_w = self._narrow_weight(use, sampling.narrow_log_growth(d, k))
         elif self.policy == "challenger":
-            log_w = self._ledger.refresh(use, self.trees_per_generation)
+            log_w = self._ledger.refresh(use, masks.shape[0])
         else:
             log_w = self._ledger.uniform(use)
         self._add_generation(gen_id, [], log_w, masks)
@@ -518,19 +522,25 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         with the others), as generations grow on a wide stream when it refreshes."""
         return self._ledger.add(max(g.log_weight for g in self._generations) + growth_rate, use)
 
+    def _generation_size(self) -> int:
+        """Trees in a generation grown now (``trees_per_generation``, resolved on the current samples)."""
+        if self.trees_per_generation != "auto":
+            return self.trees_per_generation
+        return growth.AUTO_TREES_MIN if self._capped() else growth.auto_trees(self.n_samples_)
+
     def _uniform_masks(self, gen_id: int) -> np.ndarray:
         if self._narrow():
-            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
-        return growth.uniform_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
+            return np.ones((self._generation_size(), self.n_features_in_), dtype=np.bool_)
+        return growth.uniform_masks(self._seed, gen_id, self._generation_size(), self.n_features_in_,
                                     self.max_features, self.max_subspace)
 
     def _arrival_masks(self, gen_id: int) -> np.ndarray:
         if self._narrow():
-            return np.ones((self.trees_per_generation, self.n_features_in_), dtype=np.bool_)
+            return np.ones((self._generation_size(), self.n_features_in_), dtype=np.bool_)
         by_importance = self.feature_sampling == "importance" or (self.feature_sampling == "auto" and self._capped())
         imp = self._importance_vector() if by_importance and self._generations and self.policy != "baseline" \
             else None
-        return growth.arrival_masks(self._seed, gen_id, self.trees_per_generation, self.n_features_in_,
+        return growth.arrival_masks(self._seed, gen_id, self._generation_size(), self.n_features_in_,
                                     self.max_features, self.max_subspace, self.policy == "baseline", imp)
 
     def _add_generation(self, gen_id: int, forced: list[str], log_w: float, masks: np.ndarray) -> None:

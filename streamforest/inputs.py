@@ -252,7 +252,9 @@ def check_params(p: Mapping[str, Any]) -> None:
         if not is_int(v) or v < 1:
             raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {v!r}")
 
-    positive_int("trees_per_generation")
+    tpg = p["trees_per_generation"]
+    if tpg != "auto" and not (is_int(tpg) and tpg >= 1):
+        raise ValueError(f"trees_per_generation must be a positive integer or 'auto', got {tpg!r}")
     positive_int("max_depth", allow_none=True)
     positive_int("max_subspace", allow_none=True)
     positive_int("max_generations", allow_none=True)

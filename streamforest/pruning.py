@@ -34,7 +34,7 @@ class PruningMixin:
             a, b = self._generations[0], self._generations[1]
             # Merged before a and b leave the out-of-bag sums, which drops their cached leaves (the merged
             # generation's are some of theirs).
-            gen = merge(a, b, self.trees_per_generation, born=self.model_version_ + 1)
+            gen = merge(a, b, self._generation_size(), born=self.model_version_ + 1)
             self._oob_apply(a, -1.0)
             self._oob_apply(b, -1.0)
             self.encoder.bury(a, died=self.model_version_ + 1)

@@ -108,7 +108,8 @@ class SamplesMixin:
         self.encoder.restart(self.model_version_)
 
     def fit(self: _Self, X: Any, y: Any, kinds: Mapping[str, str] | None = None) -> _Self:
-        """The offline forest: all features at once, ``trees_per_generation`` trees on random subspaces."""
+        """The offline forest: all features at once, one generation of ``trees_per_generation`` trees on random
+        subspaces."""
         self._reset()
         names, columns = inputs.named_columns(X)
         y_arr = np.asarray(y)

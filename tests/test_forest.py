@@ -426,6 +426,23 @@ def test_add_samples_regrows_but_keeps_the_bookkeeping():
     check_consistent(f)
 
 
+def test_auto_trees_per_generation_follow_the_training_samples_and_drop_to_50_once_capped():
+    X, y = wide_stream(n=6000, d=6)
+    f = FeatureStreamForest(max_depth=2, max_subspace=3, random_state=0)
+    assert f.trees_per_generation == "auto"
+    assert f.add_feature("x0", X[:3000, 0], y=y[:3000]).n_trees == 250  # 750,000 / 3,000
+    f.add_samples(X[3000:, :1], y[3000:])
+    # A generation keeps its trees; the next one is grown for 6,000 samples.
+    assert [g["n_trees"] for g in f.generations_] == [250]
+    for j in range(1, 6):
+        f.add_feature(f"x{j}", X[:, j])
+    # 2/3 of 5 features is more than max_subspace=3 can follow: the fifth arrival's generation is capped.
+    assert [g["n_trees"] for g in f.generations_][-5:] == [125, 125, 125, 50, 50]
+    check_consistent(f)
+    g = FeatureStreamForest(max_depth=2, random_state=0).fit(X[:200, :2], y[:200])
+    assert g.n_trees_ == 300
+
+
 def test_add_samples_gives_the_forest_grown_with_all_samples_from_the_start():
     # With few distinct values the bins do not depend on which samples came first; then the forest after
     # add_samples is exactly the one grown on all samples from the start (same subspaces, seeds and weights).
@@ -700,6 +717,7 @@ def test_later_y_must_match(fitted):
         ({"trees_per_generation": 0}, ValueError, "trees_per_generation"),
         ({"trees_per_generation": 2.5}, ValueError, "trees_per_generation"),
         ({"trees_per_generation": True}, ValueError, "trees_per_generation"),
+        ({"trees_per_generation": "many"}, ValueError, "positive integer or 'auto'"),
         ({"task": "clustering"}, ValueError, "task must be one of"),
         ({"max_depth": 0}, ValueError, "max_depth"),
         ({"max_subspace": -1}, ValueError, "max_subspace"),
