@@ -116,8 +116,8 @@ def auto_trees(n_samples: int) -> int:
     :data:`AUTO_TREE_SAMPLES` / ``n_samples`` within ``[AUTO_TREES_MIN, AUTO_TREES_MAX]``.
 
     Until the subspaces are capped, most of a streamed forest's weight lies on its newest generations (the
-    bookkeeping's weights grow geometrically with the arrivals), so a generation's trees are most of the forest's votes, and on a small training set their
-    number is what keeps it from the variance of a few dozen trees. The growth, out-of-bag scoring and memory of a
+    bookkeeping's weights grow geometrically with the arrivals), so a generation's trees are most of the forest's
+    votes, and on a small training set their number is what keeps it from the variance of a few dozen trees. The growth, out-of-bag scoring and memory of a
     generation go with its trees times its samples: fixing that product spends on a small set what a large one
     costs anyway, and leaves a large one (from 15,000 samples on) at :data:`AUTO_TREES_MIN`. On the paper's 141
     datasets of 5-12 features and at most 5,000 rows (``python -m scenarios.low_dimensional --datasets ...
