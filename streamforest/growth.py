@@ -117,13 +117,13 @@ def auto_trees(n_samples: int) -> int:
 
     Until the subspaces are capped, most of a streamed forest's weight lies on its newest generations (the
     bookkeeping's weights grow geometrically with the arrivals), so a generation's trees are most of the forest's
-    votes, and on a small training set their number is what keeps it from the variance of a few dozen trees. The growth, out-of-bag scoring and memory of a
-    generation go with its trees times its samples: fixing that product spends on a small set what a large one
-    costs anyway, and leaves a large one (from 15,000 samples on) at :data:`AUTO_TREES_MIN`. On the paper's 141
-    datasets of 5-12 features and at most 5,000 rows (``python -m scenarios.low_dimensional --datasets ...
-    --seed-from 11000 --seeds 2``), 50, 150, 300 and 600 trees per generation gave a mean test AUC of 0.8515, 0.8533,
-    0.8550 and 0.8550 (scikit-learn's 300 trees 0.8529) and were at least as good on 48.2%, 51.8%, 56.0% and 58.9% of
-    them; README has the figures on other blocks.
+    votes, and on a small training set their number is what keeps it from the variance of a few dozen trees. The
+    growth, out-of-bag scoring and memory of a generation go with its trees times its samples: fixing that product
+    spends on a small set what a large one costs anyway, and leaves a large one (from 15,000 samples on) at
+    :data:`AUTO_TREES_MIN`. On the paper's 141 datasets of 5-12 features and at most 5,000 rows (``python -m
+    scenarios.low_dimensional --datasets ... --seed-from 11000 --seeds 2``), 50, 150, 300 and 600 trees per
+    generation gave a mean test AUC of 0.8515, 0.8533, 0.8550 and 0.8550 (scikit-learn's 300 trees 0.8529) and were
+    at least as good on 48.2%, 51.8%, 56.0% and 58.9% of them; README has the figures on other blocks.
 
     Examples
     --------
