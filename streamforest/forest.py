@@ -169,7 +169,8 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     expected weighted use of every feature) is preserved.
 
     *Narrow streams.* While a tree would see fewer than :data:`streamforest.sampling.NARROW_SUBSPACE` features on
-    average (2/3 of 1 to 3 features), per-tree subspaces make weak trees of one or two features. Under
+    average (2/3 of 1 to 9 features), per-tree subspaces leave each tree without a third of a few features, and a
+    label that several features make together is out of most trees' reach. Under
     ``split_features="auto"`` every tree then takes every feature, the arriving one included (the forced feature is
     in every tree, as always), and each split draws ``max_features`` of them, rounded down as scikit-learn does.
     No weight can then balance the features' use (Algorithm 1's is unbounded), so each such generation outweighs
@@ -180,7 +181,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     noise. How coarse such trees should be is the data's: from :data:`streamforest.growth.LEAF_CHOICE_FROM`
     training samples on, each narrow generation is grown three times on the same plans and bootstrap samples, with
     that leaf size, half and twice it, and the one whose trees err least on the samples they left out (Brier score,
-    or squared error) is kept; it costs three growths of a stream of at most three features. Past the narrow width,
+    or squared error) is kept; it costs three growths of a stream of at most nine features. Past the narrow width,
     the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger

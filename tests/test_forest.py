@@ -428,7 +428,7 @@ def test_add_samples_regrows_but_keeps_the_bookkeeping():
 
 def test_auto_trees_per_generation_follow_the_training_samples_and_drop_to_50_once_capped():
     X, y = wide_stream(n=6000, d=6)
-    f = FeatureStreamForest(max_depth=2, max_subspace=3, random_state=0)
+    f = FeatureStreamForest(max_depth=2, max_subspace=3, prune_threshold=0.0, random_state=0)
     assert f.trees_per_generation == "auto"
     assert f.add_feature("x0", X[:3000, 0], y=y[:3000]).n_trees == 250  # 750,000 / 3,000
     f.add_samples(X[3000:, :1], y[3000:])

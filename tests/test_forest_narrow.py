@@ -24,11 +24,13 @@ def xor_stream(n: int = 900, d: int = 2, seed: int = 0) -> tuple[np.ndarray, np.
 
 
 def test_narrow_width_and_split_size():
-    # 2/3 of the features: narrow up to 3 features (2 < 2.5), not from 4 on (2.67).
-    assert [is_narrow(d, 2 / 3, 64) for d in range(1, 7)] == [True, True, True, False, False, False]
-    assert NARROW_SUBSPACE == 2.5
+    # 2/3 of the features: narrow up to 9 features (6 < 6.5), not from 10 on (6.67).
+    assert [is_narrow(d, 2 / 3, 64) for d in range(1, 13)] == [True] * 9 + [False] * 3
+    assert NARROW_SUBSPACE == 6.5
+    # Never once capped, however small the cap.
+    assert [is_narrow(d, 2 / 3, 3) for d in range(1, 7)] == [True] * 4 + [False] * 2
     # Rounded down as scikit-learn does; 0 (every feature) once that is all of them.
-    assert [narrow_split_size(d, 2 / 3, 64) for d in (1, 2, 3)] == [0, 1, 2]
+    assert [narrow_split_size(d, 2 / 3, 64) for d in (1, 2, 3, 9)] == [0, 1, 2, 6]
     assert narrow_split_size(2, 1.0, 64) == 0
 
 
@@ -52,15 +54,15 @@ def test_every_tree_takes_every_feature_and_each_generation_outweighs_the_last()
 
 
 def test_past_the_narrow_width_the_paper_bookkeeping_resumes():
-    X, y = xor_stream(d=7)
+    X, y = xor_stream(d=13)
     f = stream_in(FeatureStreamForest(trees_per_generation=20, max_generations=None, prune_threshold=0.0,
                                       random_state=1), X, y)
     for d, g in enumerate(f._generations, start=1):
         full = all(s.size == d for s in g.subspaces)
-        assert full == (d <= 3)
-        assert (g.split_ks == 0).all() == (d not in (2, 3))
-    # Features 4 on arrive under Algorithm 1: the new feature's virtual use is the mean of the older ones'.
-    for d in (4, 7):
+        assert full == (d <= 9)
+        assert (g.split_ks == 0).all() == (d == 1 or d >= 10)
+    # Features 10 on arrive under Algorithm 1: the new feature's virtual use is the mean of the older ones'.
+    for d in (10, 13):
         g = FeatureStreamForest(trees_per_generation=20, max_generations=None, prune_threshold=0.0, random_state=1)
         V = stream_in(g, X[:, :d], y)._ledger.virtual_use()
         assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)

@@ -16,10 +16,10 @@ from streamforest.persistence import state_arrays, state_from_arrays
 from streamforest.sampling import is_capped, is_narrow
 
 # Capped from the 7th feature on: 2/3 of 7 features is more than a subspace of 4 can hold.
-KW = dict(trees_per_generation=4, max_subspace=4, prune_threshold=0.0, random_state=0)
+KW = dict(trees_per_generation=4, max_subspace=8, prune_threshold=0.0, random_state=0)
 
 
-def wide_stream(n: int = 400, d: int = 12, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def wide_stream(n: int = 400, d: int = 16, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     y = (X[:, 0] + X[:, 7] + 0.7 * rng.normal(size=n) > 0).astype(np.int64)
@@ -47,11 +47,11 @@ def narrow_leaves(n: int) -> set[float]:
 
 
 def test_auto_leaves_grow_from_the_cap_on():
-    assert [is_capped(d, 2 / 3, 4) for d in (6, 7)] == [False, True]
+    assert [is_capped(d, 2 / 3, 8) for d in (12, 13)] == [False, True]
     X, y = wide_stream()
     f = stream_in(FeatureStreamForest(max_generations=None, **KW), X, y)
     for d, g in enumerate(f._generations, start=1):
-        expected = narrow_leaves(len(y)) if is_narrow(d, 2 / 3, 4) else {AUTO_LEAF_CAPPED if d >= 7 else AUTO_LEAF}
+        expected = narrow_leaves(len(y)) if is_narrow(d, 2 / 3, 8) else {AUTO_LEAF_CAPPED if d >= 13 else AUTO_LEAF}
         assert len(set(g.min_leaf.tolist())) == 1 and g.min_leaf[0] in expected
     pairs = leaf_weights(f)
     assert all(lightest >= size for size, lightest in pairs)
@@ -63,16 +63,16 @@ def test_auto_leaves_grow_with_the_samples_while_narrow():
     # The square root of the training samples, from AUTO_LEAF on tiny sets to AUTO_LEAF_MAX.
     sizes = [auto_leaf(n) for n in (10, 36, 64, 100, 144, 10_000)]
     assert sizes == [AUTO_LEAF, AUTO_LEAF, 8.0, 10.0, AUTO_LEAF_MAX, AUTO_LEAF_MAX]
-    assert [is_narrow(d, 2 / 3, 64) for d in (3, 4)] == [True, False]
+    assert [is_narrow(d, 2 / 3, 64) for d in (9, 10)] == [True, False]
     for n in (20, 100, 400):
         X, y = wide_stream(n)
-        f = stream_in(FeatureStreamForest(trees_per_generation=4, prune_threshold=0.0, random_state=0), X[:, :4], y)
+        f = stream_in(FeatureStreamForest(trees_per_generation=4, prune_threshold=0.0, random_state=0), X[:, :10], y)
         sizes = [set(g.min_leaf.tolist()) for g in f._generations]
-        assert all(len(s) == 1 and s <= narrow_leaves(n) for s in sizes[:3]) and sizes[3] == {AUTO_LEAF}
+        assert all(len(s) == 1 and s <= narrow_leaves(n) for s in sizes[:9]) and sizes[9] == {AUTO_LEAF}
         narrow = [pair for pair in leaf_weights(f) if pair[0] in narrow_leaves(n)]
         assert narrow and all(lightest >= size for size, lightest in narrow)
         if auto_leaf(n) > AUTO_LEAF:
-            # The bound shapes the narrow trees: the tree of the 4th feature has leaves lighter than theirs.
+            # The bound shapes the narrow trees: the trees of the 10th feature have leaves lighter than theirs.
             assert min(lightest for size, lightest in leaf_weights(f) if size == AUTO_LEAF) < auto_leaf(n)
 
 

@@ -117,14 +117,14 @@ def test_refreshes_follow_a_drifting_concept_and_stay_bounded():
 
 
 def test_refresh_weight_is_the_challenger_weight_of_the_fresh_samples():
-    X, y = wide_stream(n=300, d=6)
+    X, y = wide_stream(n=300, d=12)  # past the narrow width
     f = small(prune_threshold=0.0, max_generations=None, oob_score=False).fit(X, y)
     ratios = []
     for _ in range(6):
         V_prev = f.state().ledger.virtual_use()
         r = f.refresh()
         g = f.state().generations[-1]
-        use = np.zeros(6)
+        use = np.zeros(12)
         for s in g.subspaces:
             use[s] += 1
         w = math.exp(r.log_weight)
@@ -137,13 +137,13 @@ def test_refresh_weight_is_the_challenger_weight_of_the_fresh_samples():
 
 
 def test_add_feature_after_refreshes_keeps_the_bookkeeping_balanced():
-    X, y = wide_stream(n=300, d=7)
+    X, y = wide_stream(n=300, d=13)
     f = small(prune_threshold=0.0, max_generations=None, oob_score=False)
-    f.fit(X[:, :6], y)
+    f.fit(X[:, :12], y)  # past the narrow width
     for _ in range(5):
         f.refresh()
     last_refresh = f.state().generations[-1].log_weight
-    r = f.add_feature("late", X[:, 6])
+    r = f.add_feature("late", X[:, 12])
     V = f.state().ledger.virtual_use()
     # Algorithm 1 still holds: the new feature is as used as an average old one...
     assert V[-1] == pytest.approx(V[:-1].mean(), rel=1e-9)

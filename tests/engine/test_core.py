@@ -84,7 +84,7 @@ def test_one_feedback_per_arrived_feature_with_the_fields_of_the_issue(toy):
         assert 0 <= r["importance"] <= 1
         assert r["oob_metric"] == "auc" and 0 <= r["oob_after"] <= 1
         assert r["oob_before"] == (None if k == 0 else fb[k - 1]["oob_after"])
-        assert r["pruned"] == [] and r["merged"] == []
+        assert all(g < k for g in r["pruned"]) and r["merged"] == []  # a narrow stream's oldest fade fast
         assert isinstance(r["seconds"], float) and r["seconds"] >= 0
     assert fb[-1]["model_version"] == forest.model_version_
     shares = {g["id"]: g["weight_share"] for g in forest.generations_}

@@ -29,7 +29,7 @@ def registry() -> CollectorRegistry:
 
 def test_counters_gauges_and_histograms_follow_the_messages(registry):
     t = task()
-    e = engine(encoding="leaves", metrics=EngineMetrics(registry))
+    e = engine(encoding="leaves", metrics=EngineMetrics(registry), prune_threshold=0.0)
     assert e.metrics.registry is registry
     msgs = task_messages(t)
     col = msgs[1]
@@ -92,7 +92,7 @@ def test_samples_gauge_per_stream(registry):
 
 
 def test_a_dropped_stream_leaves_the_per_stream_gauges(registry):
-    e = engine(metrics=EngineMetrics(registry))
+    e = engine(metrics=EngineMetrics(registry), prune_threshold=0.0)
     feed(e, task_messages(task()))
     assert value(registry, "streamforest_trees_alive", stream="s") == 12
     feed(e, [control("s", "drop")])
