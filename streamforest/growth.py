@@ -121,9 +121,10 @@ def auto_trees(n_samples: int) -> int:
     growth, out-of-bag scoring and memory of a generation go with its trees times its samples: fixing that product
     spends on a small set what a large one costs anyway, and leaves a large one (from 15,000 samples on) at
     :data:`AUTO_TREES_MIN`. On the paper's 141 datasets of 5-12 features and at most 5,000 rows (``python -m
-    scenarios.low_dimensional --datasets ... --seed-from 11000 --seeds 2``), 50, 150, 300 and 600 trees per
-    generation gave a mean test AUC of 0.8515, 0.8533, 0.8550 and 0.8550 (scikit-learn's 300 trees 0.8529) and were
-    at least as good on 48.2%, 51.8%, 56.0% and 58.9% of them; README has the figures on other blocks.
+    scenarios.low_dimensional --datasets ... --seed-from 11000 --seeds 2``, narrow up to 3 features), 50, 150, 300
+    and 600 trees per generation gave a mean test AUC of 0.8515, 0.8533, 0.8550 and 0.8550 (scikit-learn's 300 trees
+    0.8529) and were at least as good on 48.2%, 51.8%, 56.0% and 58.9% of them; README has the figures on other
+    blocks.
 
     Examples
     --------
