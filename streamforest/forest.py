@@ -28,15 +28,14 @@ from streamforest.columns import ColumnStore
 from streamforest.encoder import Encoder, EncodingMixin
 from streamforest.generations import AliveTrees, Generation, feature_importance, weight_shares
 from streamforest.inputs import FeatureColumns
-from streamforest.oob import OutOfBag, OutOfBagMixin, metric_name, tree_votes
+from streamforest.oob import OutOfBag, OutOfBagMixin, metric_name, out_of_bag_leaves, tree_votes
 from streamforest.params import ParamsMixin, seed_of
 from streamforest.persistence import PersistenceMixin
 from streamforest.prediction import PredictionMixin
 from streamforest.pruning import PruningMixin
 from streamforest.rng import derive_seed
 from streamforest.samples import SamplesMixin
-from streamforest.tree import route
-from streamforest.tree.model import Trees
+from streamforest.tree.model import Trees, concat
 
 #: Salt of a null twin's permutation (see ``FeatureStreamForest.add_feature``).
 _NULL_SALT = 0x7417
@@ -181,8 +180,9 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     noise. How coarse such trees should be is the data's: from :data:`streamforest.growth.LEAF_CHOICE_FROM`
     training samples on, each narrow generation is grown three times on the same plans and bootstrap samples, with
     that leaf size, half and twice it, and the one whose trees err least on the samples they left out (Brier score,
-    or squared error) is kept; it costs three growths of a stream of at most nine features. Past the narrow width,
-    the bookkeeping resumes.
+    or squared error) is kept; from :data:`streamforest.growth.LEAF_TRIAL_FROM` on, only its first
+    :data:`streamforest.growth.LEAF_TRIAL_TREES` trees are grown three times, judged by the error estimated for the
+    whole generation, and the rest once. Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces, seeds and leaf sizes: the feature use, hence the bookkeeping, is unchanged, and the
@@ -374,10 +374,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         null_leaves = np.empty((gen.n_trees, n), dtype=np.int32)
         null_trees = growth.grow_trees(training._replace(columns=columns), gen.subspaces, gen.seeds, gen.split_ks,
                                        gen.min_leaf, self._tree_settings(), null_leaves)
-        leaves = gen.oob_leaves
-        if leaves is None:
-            leaves = route.out_of_bag_leaves(gen.trees, training.columns, n, training.y_cls, training.n_classes,
-                                             gen.seeds, training.draws)
+        leaves = gen.oob_leaves if gen.oob_leaves is not None else out_of_bag_leaves(gen, training)
         return gen, tree_votes(gen.trees, leaves), tree_votes(null_trees, null_leaves), leaves >= 0
 
     def _choose_category_rule(self, binner: ColumnBinner) -> None:
@@ -553,29 +550,52 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
             split_ks = growth.split_counts(self.split_features, subspaces, self._capped())
         min_leaf = growth.leaf_sizes(self.min_samples_leaf, len(subspaces), self._capped(), self._narrow(),
                                        self.n_samples_)
-        gen = self._make_generation(gen_id, forced, log_w, subspaces, split_ks, min_leaf)
         if self.min_samples_leaf == "auto" and self._narrow() and self.n_samples_ >= growth.LEAF_CHOICE_FROM:
-            gen = self._least_oob_error(gen, [self._make_generation(gen_id, forced, log_w, subspaces, split_ks,
-                                                                    np.maximum(1.0, min_leaf * m))
-                                              for m in growth.LEAF_CHOICES])
+            gen = self._leaf_choice(gen_id, forced, log_w, subspaces, split_ks, min_leaf)
+        else:
+            gen = self._make_generation(gen_id, forced, log_w, subspaces, split_ks, min_leaf)
         self._generations.append(gen)
         self._packed = None
         self._oob_apply(gen, +1.0)
 
-    def _least_oob_error(self, gen: Generation, others: list[Generation]) -> Generation:
+    def _leaf_choice(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray],
+                     split_ks: np.ndarray, min_leaf: np.ndarray) -> Generation:
+        """The generation grown with the leaf size, of ``min_leaf`` times 1 and each of
+        :data:`~streamforest.growth.LEAF_CHOICES`, whose trees err least out of bag (:meth:`_least_oob_error`). On
+        a large training set only its first :func:`~streamforest.growth.leaf_trial_trees` trees are grown with every
+        size, judged by the error estimated for the whole generation, and the rest with the chosen size: a tree
+        depends on its seed and plan alone, so the generation is the one grown whole with that size."""
+        n_trees = len(subspaces)
+        k = growth.leaf_trial_trees(n_trees, self.n_samples_)
+        sizes = [min_leaf] + [np.maximum(1.0, min_leaf * m) for m in growth.LEAF_CHOICES]
+        trials = [self._make_generation(gen_id, forced, log_w, subspaces[:k], split_ks[:k], size[:k])
+                  for size in sizes]
+        best = self._least_oob_error(trials[0], trials[1:], n_trees)
+        if k == n_trees:
+            return best
+        chosen = sizes[[t is best for t in trials].index(True)]
+        rest = self._make_generation(gen_id, forced, log_w, subspaces[k:], split_ks[k:], chosen[k:], first=k)
+        return dataclasses.replace(
+            best, trees=concat([best.trees, rest.trees]), subspaces=subspaces, seeds=np.concatenate([best.seeds,
+            rest.seeds]), split_ks=split_ks, min_leaf=chosen,
+            oob_leaves=None if rest.oob_leaves is None else np.concatenate([best.oob_leaves, rest.oob_leaves]))
+
+    def _least_oob_error(self, gen: Generation, others: list[Generation], n_trees: int | None = None) -> Generation:
         """Of generations grown from the same plans but for one setting, the one whose trees err least on the
-        samples they left out (:meth:`_generation_oob_error`; ties and unknown errors keep ``gen``)."""
-        best, best_error = gen, self._generation_oob_error(gen)
+        samples they left out (:meth:`_generation_oob_error`, ``n_trees`` too; ties and unknown errors keep
+        ``gen``)."""
+        best, best_error = gen, self._generation_oob_error(gen, n_trees)
         for other in others:
-            error = self._generation_oob_error(other)
+            error = self._generation_oob_error(other, n_trees)
             if best_error is not None and error is not None and error < best_error:
                 best, best_error = other, error
         return best
 
     def _make_generation(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray],
-                         split_ks: np.ndarray, min_leaf: np.ndarray) -> Generation:
-        """A generation grown on the current samples from its trees' plans (not yet in the forest)."""
-        seeds = growth.tree_seeds(self._seed, gen_id, len(subspaces))
+                         split_ks: np.ndarray, min_leaf: np.ndarray, first: int = 0) -> Generation:
+        """A generation grown on the current samples from its trees' plans (not yet in the forest); ``first``: the
+        index of its first tree in the generation it is part of (which seeds it takes)."""
+        seeds = growth.tree_seeds(self._seed, gen_id, first + len(subspaces))[first:]
         # The out-of-bag leaves come with the trees (found by the threads that grew them), for the out-of-bag sums.
         leaves = np.empty((len(subspaces), self.n_samples_), dtype=np.int32) if self.oob_score else None
         trees = self._grow(subspaces, seeds, split_ks, min_leaf, leaves)

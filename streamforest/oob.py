@@ -58,9 +58,14 @@ def generation_votes(gen: Generation, training: TrainingSet) -> tuple[np.ndarray
     if gen.oob_votes is not None:
         return *gen.oob_votes, leaves
     if leaves is None:
-        leaves = route.out_of_bag_leaves(gen.trees, training.columns, training.n_samples, training.y_cls,
-                                         training.n_classes, gen.seeds, training.draws)
+        leaves = out_of_bag_leaves(gen, training)
     return *route.out_of_bag_votes(gen.trees, leaves), leaves
+
+
+def out_of_bag_leaves(gen: Generation, training: TrainingSet) -> np.ndarray:
+    """The leaf of every tree of ``gen`` and training sample (-1: in bag), routed anew."""
+    return route.out_of_bag_leaves(gen.trees, training.columns, training.n_samples, training.y_cls,
+                                   training.n_classes, gen.seeds, training.draws)
 
 
 class OutOfBag:
@@ -175,21 +180,38 @@ class OutOfBagMixin:
             return None
         return self._oob.score(self.task, self._n_classes, self._y_cls, self._y_reg)
 
-    def _generation_oob_error(self, gen: Generation) -> float | None:
+    def _generation_oob_error(self, gen: Generation, n_trees: int | None = None) -> float | None:
         """The mean squared error of ``gen``'s trees alone on the samples they left out: the Brier score
         (classification) or of the target (regression); None when they left none out. A proper score that every
         sample moves a little, where a few dozen samples move a ROC AUC by whole pairs. Nothing of the forest's
-        sums or of ``gen``'s caches changes."""
-        votes, counts, _ = generation_votes(gen, self._training())
+        sums or of ``gen``'s caches changes.
+
+        ``n_trees``: when ``gen`` holds the first trees of a generation of ``n_trees``, the error estimated for the
+        whole generation. A sample's squared error over the ``k`` trees that left it out exceeds the whole
+        generation's by the spread of their votes (their variance over ``k``, less that over the whole's share):
+        the excess is taken off, the variance estimated from the sample's own trees (where one tree alone left it
+        out, the other samples' mean). Uncorrected, a few trees' error favours coarse trees, whose votes spread
+        less."""
+        votes, counts, leaves = generation_votes(gen, self._training())
         left_out = counts > 0
         if not left_out.any():
             return None
-        pred = votes[left_out] / counts[left_out, None]
-        if self.task == "regression":
-            return float(np.mean((pred[:, 0] - self._y_reg[left_out]) ** 2))
-        truth = np.zeros_like(pred)
-        truth[np.arange(pred.shape[0]), self._y_cls[left_out]] = 1.0
-        return float(np.mean(np.sum((pred - truth) ** 2, axis=1)))
+        k = counts[left_out, None]
+        pred = votes[left_out] / k
+        truth = self._y_reg[left_out, None] if self.task == "regression" else \
+            np.eye(pred.shape[1])[self._y_cls[left_out]]
+        errors = np.sum((pred - truth) ** 2, axis=1)
+        if n_trees is not None and n_trees > gen.trees.n_trees:
+            if leaves is None:  # its votes cached without their leaves
+                leaves = out_of_bag_leaves(gen, self._training())
+            k = k[:, 0]
+            several = k > 1
+            squares = route.out_of_bag_squares(gen.trees, leaves)[left_out]
+            spread = (squares - k * np.sum(pred ** 2, axis=1)) / np.maximum(k - 1.0, 1.0)
+            # A sample only one tree left out shows no spread of its own: it takes the others' mean.
+            spread[~several] = spread[several].mean() if several.any() else 0.0
+            errors -= spread / k * (1.0 - gen.trees.n_trees / n_trees)
+        return float(np.mean(errors))
 
     @property
     def oob_error_(self) -> float | None:

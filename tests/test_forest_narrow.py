@@ -10,7 +10,7 @@ import pytest
 from helpers import stream_in
 from sklearn.metrics import roc_auc_score
 
-from streamforest import FeatureStreamForest
+from streamforest import FeatureStreamForest, growth
 from streamforest.growth import LEAF_CHOICE_FROM, LEAF_CHOICES, auto_leaf
 from streamforest.sampling import NARROW_ARRIVAL_GROWTH, NARROW_SUBSPACE, is_narrow, narrow_split_size
 
@@ -109,3 +109,40 @@ def test_few_samples_keep_the_square_root_leaf():
     X, y = xor_stream(n=LEAF_CHOICE_FROM - 1, d=3)
     f = stream_in(FeatureStreamForest(trees_per_generation=8, random_state=1), X, y)
     assert all((g.min_leaf == auto_leaf(f.n_samples_)).all() for g in f._generations)
+
+
+def test_a_large_narrow_stream_tries_the_leaf_sizes_on_its_first_trees_and_grows_the_rest_with_the_choice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(growth, "LEAF_TRIAL_FROM", 500)  # "large" at this test's size
+    X, y = xor_stream(n=900, d=3, seed=2)
+    n_trees, k = 30, growth.LEAF_TRIAL_TREES
+    f = stream_in(FeatureStreamForest(trees_per_generation=n_trees, random_state=1), X, y)
+    base = auto_leaf(f.n_samples_)
+    chosen = []
+    for g in f._generations:
+        leaf = float(g.min_leaf[0])
+        assert g.n_trees == n_trees and (g.min_leaf == leaf).all()
+        # Chosen on the first k trees, by the error estimated for all n_trees of them ...
+        errors = {m: f._generation_oob_error(f._make_generation(g.id, g.forced, g.log_weight, g.subspaces[:k],
+                                                                 g.split_ks[:k], np.full(k, base * m)), n_trees)
+                  for m in (1.0, *LEAF_CHOICES)}
+        assert errors[leaf / base] == min(errors.values())
+        chosen.append(leaf / base)
+        # ... and the generation is the one grown whole with that leaf size.
+        whole = f._make_generation(g.id, g.forced, g.log_weight, g.subspaces, g.split_ks, g.min_leaf)
+        for name, array in whole.trees._asdict().items():
+            np.testing.assert_array_equal(getattr(g.trees, name), array, err_msg=name)
+    assert chosen != [1.0] * len(chosen)
+
+
+def test_the_error_of_a_generations_first_trees_is_estimated_for_all_of_them() -> None:
+    X, y = xor_stream(n=2000, d=3, seed=5)
+    f = stream_in(FeatureStreamForest(trees_per_generation=100, random_state=2), X, y)
+    g = f._generations[-1]
+    first = f._make_generation(g.id, g.forced, g.log_weight, g.subspaces[:10], g.split_ks[:10], g.min_leaf[:10])
+    whole, plain = f._generation_oob_error(g), f._generation_oob_error(first)
+    estimate = f._generation_oob_error(first, n_trees=100)
+    assert f._generation_oob_error(first, n_trees=10) == plain  # its own size: nothing to take off
+    # Ten trees' votes spread: their error overstates a hundred's; the estimate takes most of the excess off.
+    assert whole < estimate < plain
+    assert estimate - whole < 0.25 * (plain - whole)

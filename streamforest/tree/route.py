@@ -182,6 +182,22 @@ def _oob_votes(trees, leaves, out, count):
                 out[i, n_out - 1] = s1
 
 
+@njit(parallel=True, cache=True)
+def _oob_squares(trees, leaves, out):
+    n = leaves.shape[1]
+    n_blocks = (n + SAMPLE_BLOCK - 1) // SAMPLE_BLOCK
+    for blk in prange(n_blocks):
+        for i in range(blk * SAMPLE_BLOCK, min(n, (blk + 1) * SAMPLE_BLOCK)):
+            s = 0.0
+            for t in range(leaves.shape[0]):
+                leaf = leaves[t, i]
+                if leaf >= 0:
+                    row = trees.offsets[t] + leaf
+                    for k in range(trees.value.shape[1]):
+                        s += trees.value[row, k] * trees.value[row, k]
+            out[i] = s
+
+
 def out_of_bag_leaves(
     trees: Trees, Xb: np.ndarray, n_samples: int, y_cls: np.ndarray, n_classes: int, seeds: np.ndarray,
     draws: int = 0,
@@ -209,3 +225,12 @@ def out_of_bag_votes(trees: Trees, leaves: np.ndarray) -> tuple[np.ndarray, np.n
     with threads_for(n_samples, leaves.shape[0]):
         _oob_votes(trees, leaves, out, count)
     return out, count
+
+
+def out_of_bag_squares(trees: Trees, leaves: np.ndarray) -> np.ndarray:
+    """Per training sample, the sum of its squared leaf values (over the outputs) over the trees it was out of bag
+    for, from :func:`out_of_bag_leaves`: with :func:`out_of_bag_votes`, the spread of its votes."""
+    out = np.zeros(leaves.shape[1], dtype=np.float64)
+    with threads_for(leaves.shape[1], leaves.shape[0]):
+        _oob_squares(trees, leaves, out)
+    return out
