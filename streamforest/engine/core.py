@@ -501,10 +501,12 @@ class Engine:
                        rows: np.ndarray) -> Iterator[records.RecordBatch]:
         """Predictions of ``rows`` chunk by chunk, then their encodings chunk by chunk (the order of one batch)."""
 
+        id_of_row = st.id_array()
+
         def chunks(step: int) -> Iterator[tuple[list[str], dict[str, np.ndarray]]]:
             for a in range(0, rows.size, step):
                 part = rows[a:a + step]
-                yield [st.ids[r] for r in part.tolist()], st.rows_matrix(part)
+                yield id_of_row[part].tolist(), st.rows_matrix(part)
 
         for ids, X in chunks(self.chunk_size):
             if forest.task == "regression":

@@ -94,7 +94,15 @@ class StreamState:
         self.train_rows.extend(rows)
 
     def labelled_rows(self) -> list[int]:
-        return [i for i, lab in enumerate(self.labels) if lab is not None]
+        return np.flatnonzero(~self._unlabelled()).tolist()
+
+    def _unlabelled(self) -> np.ndarray:
+        """Whether each sample has no label (an elementwise test in numpy, not a loop over the samples)."""
+        return np.equal(np.fromiter(self.labels, dtype=object, count=len(self.labels)), None)
+
+    def id_array(self) -> np.ndarray:
+        """The sample ids as an object array (to take those of many rows at once)."""
+        return np.fromiter(self.ids, dtype=object, count=len(self.ids))
 
     def scoring_rows(self, policy: str) -> np.ndarray:
         """Rows to republish after a model change: the unlabelled ones, all, or none."""
@@ -102,9 +110,9 @@ class StreamState:
             return np.zeros(0, dtype=np.int64)
         if policy == "all":
             return np.arange(self.n_samples)
-        in_train = set(self.train_rows)
-        return np.array([i for i, lab in enumerate(self.labels) if lab is None and i not in in_train],
-                        dtype=np.int64)
+        scored = self._unlabelled()
+        scored[np.asarray(self.train_rows, dtype=np.int64)] = False
+        return np.flatnonzero(scored)
 
     def add_rows(self, ids: list[str]) -> None:
         """New samples (unlabelled, all values missing until set); every column is replaced by a longer array."""
