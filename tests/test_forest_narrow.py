@@ -146,3 +146,16 @@ def test_the_error_of_a_generations_first_trees_is_estimated_for_all_of_them() -
     # Ten trees' votes spread: their error overstates a hundred's; the estimate takes most of the excess off.
     assert whole < estimate < plain
     assert estimate - whole < 0.25 * (plain - whole)
+
+
+def test_the_whole_generations_error_is_estimated_for_a_regression_too() -> None:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3))
+    y = X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=2000)
+    f = stream_in(FeatureStreamForest(task="regression", trees_per_generation=100, random_state=2), X, y)
+    g = f._generations[-1]
+    first = f._make_generation(g.id, g.forced, g.log_weight, g.subspaces[:10], g.split_ks[:10], g.min_leaf[:10])
+    whole, plain = f._generation_oob_error(g), f._generation_oob_error(first)
+    estimate = f._generation_oob_error(first, n_trees=100)
+    assert whole < estimate < plain
+    assert estimate - whole < 0.4 * (plain - whole)
