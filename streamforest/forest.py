@@ -573,7 +573,7 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
         best = self._least_oob_error(trials[0], trials[1:], n_trees)
         if k == n_trees:
             return best
-        chosen = sizes[[t is best for t in trials].index(True)]
+        chosen = next(size for size, trial in zip(sizes, trials, strict=True) if trial is best)
         rest = self._make_generation(gen_id, forced, log_w, subspaces[k:], split_ks[k:], chosen[k:], first=k)
         return dataclasses.replace(
             best, trees=concat([best.trees, rest.trees]), subspaces=subspaces, seeds=np.concatenate([best.seeds,
