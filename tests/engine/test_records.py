@@ -11,12 +11,20 @@ import orjson
 import pytest
 import scipy.sparse as sp
 
-from streamforest.engine import records
+from streamforest.engine import records, render
 from streamforest.engine.records import RecordBatch
 from streamforest.forest import FeatureReport
 
 IDS = ["0", "a/b", 'q"uote', "back\\slash", "tab\t", "ünï", "😀", "\u2028", "x" * 300, ""]
 STREAMS = ["s", "str\u00e9am/1", "流れ", 'q"\\\n']
+
+
+@pytest.fixture(autouse=True, params=["serial", "blocks"])
+def lines_in_blocks(request, monkeypatch):
+    """Every test twice: the lines written on one thread, and in parallel blocks of a line or two each (the bytes
+    must not depend on how the lines were split)."""
+    if request.param == "blocks":
+        monkeypatch.setattr(render, "PARALLEL_FROM", 0)
 
 
 def as_json(value):
