@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -125,6 +125,22 @@ def _bin_values(binner: ColumnBinner, out: np.ndarray) -> None:
     out[2, : binner.highs.size] = binner.highs
 
 
+class Binned(NamedTuple):
+    """Samples a forest has binned already (:meth:`~streamforest.FeatureStreamForest.binned`), given back to the same
+    forest's predictions and encodings so that they are not binned again: ``bins`` has one row per feature in
+    arrival order and one column per sample, ``uint8``.
+
+    Examples
+    --------
+    >>> cols = FeatureColumns([ColumnBinner.fit("a", np.array([1.0, 2.0, 3.0]))])
+    >>> bins = cols.bin({"a": [3.0, 1.0]})
+    >>> cols.bin(Binned(bins)) is bins
+    True
+    """
+
+    bins: np.ndarray
+
+
 class FeatureColumns:
     """The features in arrival order and their binners: maps inputs to bins ``(n_features, n_samples)``.
 
@@ -179,6 +195,11 @@ class FeatureColumns:
     def bin(self, X: Any, what: str = "X") -> np.ndarray:
         """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
         d = len(self.binners)
+        if isinstance(X, Binned):
+            if X.bins.dtype != np.uint8 or X.bins.ndim != 2 or X.bins.shape[0] != d:
+                raise ValueError(f"{what}: binned samples must be uint8 of shape ({d}, n_samples), got "
+                                 f"{X.bins.dtype} {X.bins.shape}")
+            return X.bins
         if isinstance(X, Mapping) or (hasattr(X, "keys") and hasattr(X, "__getitem__") and not hasattr(X, "shape")):
             return self._bin_mapping(X, what)
         if hasattr(X, "columns") and hasattr(X, "__getitem__"):  # a data frame: by column name

@@ -36,7 +36,7 @@ from streamforest.engine.messages import (
 from streamforest.engine.metrics import EngineMetrics
 from streamforest.engine.state import StreamState
 from streamforest.forest import FeatureStreamForest
-from streamforest.inputs import is_int
+from streamforest.inputs import Binned, is_int
 
 PUBLISH_POLICIES = ("unlabelled", "all", "none")
 #: When and how a stream's forest starts (see :class:`EngineConfig`).
@@ -502,13 +502,17 @@ class Engine:
         """Predictions of ``rows`` chunk by chunk, then their encodings chunk by chunk (the order of one batch)."""
 
         id_of_row = st.id_array()
+        # Binned once, in the predictions' pass, for the encodings' too: a byte per feature and row.
+        bins = np.empty((forest.n_features_in_, rows.size), dtype=np.uint8)
 
-        def chunks(step: int) -> Iterator[tuple[list[str], dict[str, np.ndarray]]]:
+        def chunks(step: int) -> Iterator[tuple[list[str], slice]]:
             for a in range(0, rows.size, step):
-                part = rows[a:a + step]
-                yield id_of_row[part].tolist(), st.rows_matrix(part)
+                part = slice(a, min(a + step, rows.size))
+                yield id_of_row[rows[part]].tolist(), part
 
-        for ids, X in chunks(self.chunk_size):
+        for ids, part in chunks(self.chunk_size):
+            bins[:, part] = forest.binned(st.rows_matrix(rows[part]))
+            X = Binned(bins[:, part])
             if forest.task == "regression":
                 yield records.RecordBatch.of_values(st.name, ids, version, forest.predict(X))
             else:
@@ -520,9 +524,9 @@ class Engine:
         # Entries per sample: one per tree for leaves, at most one per level of each tree for paths.
         per_sample = forest.n_trees_ * (1 if options.leaves_only else (forest.max_depth or ASSUMED_DEPTH) + 1)
         seconds = 0.0
-        for ids, X in chunks(max(1, min(self.chunk_size, CHUNK_ENTRIES // max(per_sample, 1)))):
+        for ids, part in chunks(max(1, min(self.chunk_size, CHUNK_ENTRIES // max(per_sample, 1)))):
             start = time.perf_counter()
-            E = forest.encoder.encode(X, options)
+            E = forest.encoder.encode(Binned(bins[:, part]), options)
             seconds += time.perf_counter() - start
             yield records.RecordBatch.of_encodings(st.name, ids, version, E)
         self.metrics.encoding_seconds.observe(seconds)
