@@ -16,6 +16,7 @@ from sklearn.metrics import roc_auc_score
 from streamforest import FeatureReport, FeatureStreamForest
 from streamforest.bookkeeping import shares
 from streamforest.growth import bootstrap_draws
+from streamforest.inputs import Binned
 from streamforest.tree import route
 from streamforest.tree.grow import bootstrap_counts
 
@@ -113,6 +114,19 @@ def test_mapping_input_matches_array_input(clf_data):
     np.testing.assert_array_equal(f.predict_proba(mapping), f.predict_proba(X[:20]))
     one_row = {f"x{j}": float(X[0, j]) for j in range(X.shape[1])}
     np.testing.assert_array_equal(f.predict_proba(one_row), f.predict_proba(X[:1]))
+
+
+def test_binned_input_is_the_input_it_was_binned_from(clf_data):
+    X, y = clf_data
+    f = FeatureStreamForest(trees_per_generation=5, max_depth=3, random_state=1)
+    feed(f, X, y)
+    bins = Binned(f.binned(X[:20]))
+    np.testing.assert_array_equal(f.predict_proba(bins), f.predict_proba(X[:20]))
+    assert (f.encode(bins) != f.encode(X[:20])).nnz == 0
+    with pytest.raises(ValueError, match=r"binned samples must be uint8 of shape \(\d+, n_samples\)"):
+        f.predict_proba(Binned(bins.bins[:-1]))
+    with pytest.raises(ValueError, match="binned samples must be uint8"):
+        f.predict_proba(Binned(bins.bins.astype(np.int64)))
 
 
 def test_nominal_string_feature_and_string_labels():
