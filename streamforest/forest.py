@@ -178,11 +178,11 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     forest, and the earlier ones fade. Their leaves grow with the training samples (``min_samples_leaf="auto"``):
     such trees split every node on the best of the same few features, and on a hundred samples leaves of 6 vote on
     noise. How coarse such trees should be is the data's: from :data:`streamforest.growth.LEAF_CHOICE_FROM`
-    training samples on, each narrow generation is grown three times on the same plans and bootstrap samples, with
-    that leaf size, half and twice it, and the one whose trees err least on the samples they left out (Brier score,
-    or squared error) is kept; from :data:`streamforest.growth.LEAF_TRIAL_FROM` on, only its first
-    :data:`streamforest.growth.LEAF_TRIAL_TREES` trees are grown three times, judged by the error estimated for the
-    whole generation, and the rest once. Past the narrow width, the bookkeeping resumes.
+    training samples on, each narrow generation's first trees are grown three times on the same plans and bootstrap
+    samples, with that leaf size, half and twice it, the size whose trees err least on the samples they left out
+    (Brier score, or squared error, estimated for the whole generation) is kept and the rest are grown once with it;
+    the fewer the samples, the more trees judge (:func:`streamforest.growth.leaf_trial_trees`: all of them on a few
+    hundred samples). Past the narrow width, the bookkeeping resumes.
 
     *More samples.* :meth:`add_samples` appends labelled samples and regrows every alive generation on the larger
     set with the same subspaces, seeds and leaf sizes: the feature use, hence the bookkeeping, is unchanged, and the

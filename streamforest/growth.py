@@ -41,10 +41,10 @@ LEAF_CHOICES = (0.5, 2.0)
 #: ... from this many training samples: on fewer, out-of-bag errors are too noisy to choose by (choosing on every
 #: narrow stream took chscase_health's 34 training samples from +0.007 to -0.036 against scikit-learn's forest).
 LEAF_CHOICE_FROM = 100
-#: From this many training samples, only the first :data:`LEAF_TRIAL_TREES` trees of a narrow generation are grown
-#: with every leaf size, and the rest with the size they choose (see :func:`leaf_trial_trees`) ...
-LEAF_TRIAL_FROM = 5_000
-#: ... this many. On the paper's 15 datasets of at least 8,192 rows (``python -m scenarios.low_dimensional
+#: Only the first trees of a narrow generation are grown with every leaf size, and the rest with the size they
+#: choose (see :func:`leaf_trial_trees`): as many as make this many with the training samples ...
+LEAF_TRIAL_SAMPLES = 100_000
+#: ... and at least this many. On the paper's 15 datasets of at least 8,192 rows (``python -m scenarios.low_dimensional
 #: --datasets ...``, seeds 11500-11502 and 11600-11602), choosing on 20 trees by the error estimated for the whole
 #: generation moved the mean test AUC by +0.0001 and -0.0000 (worst dataset -0.0003) against choosing on all of
 #: them, and by -0.0000 on the paper's seeds 2101-2103 (worst -0.0005); on 10 trees by -0.0001 and -0.0001 (worst
@@ -147,16 +147,17 @@ def auto_trees(n_samples: int) -> int:
 
 def leaf_trial_trees(n_trees: int, n_samples: int) -> int:
     """How many of a narrow generation's ``n_trees`` trees grown on ``n_samples`` are grown with every leaf size
-    of ``min_samples_leaf="auto"``'s choice (:data:`LEAF_CHOICES`): all of them on a small training set, where the
-    growths are cheap and their out-of-bag errors noisy, else the first :data:`LEAF_TRIAL_TREES` (a generation of
-    50 trees on 50,000 samples then grows 90 trees rather than 150).
+    of ``min_samples_leaf="auto"``'s choice (:data:`LEAF_CHOICES`): trees and samples multiply to
+    :data:`LEAF_TRIAL_SAMPLES`, so that the fewer the samples, the more trees judge (their out-of-bag errors are
+    noisier), with at least :data:`LEAF_TRIAL_TREES` (a generation of 50 trees on 50,000 samples grows 90 trees
+    rather than 150; one of 300 on 2,500 samples 380 rather than 900).
 
     Examples
     --------
-    >>> [leaf_trial_trees(300, 2_000), leaf_trial_trees(150, 5_000), leaf_trial_trees(12, 50_000)]
-    [300, 20, 12]
+    >>> [leaf_trial_trees(300, 200), leaf_trial_trees(300, 2_500), leaf_trial_trees(150, 5_000)]
+    [300, 40, 20]
     """
-    return n_trees if n_samples < LEAF_TRIAL_FROM else min(n_trees, LEAF_TRIAL_TREES)
+    return min(n_trees, max(LEAF_TRIAL_TREES, math.ceil(LEAF_TRIAL_SAMPLES / max(n_samples, 1))))
 
 
 def bootstrap_draws(max_samples: int | float | None, n_samples: int) -> int:

@@ -113,10 +113,12 @@ def test_few_samples_keep_the_square_root_leaf():
 
 def test_a_large_narrow_stream_tries_the_leaf_sizes_on_its_first_trees_and_grows_the_rest_with_the_choice(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(growth, "LEAF_TRIAL_FROM", 500)  # "large" at this test's size
+    monkeypatch.setattr(growth, "LEAF_TRIAL_SAMPLES", 10_000)  # "large" at this test's size
     X, y = xor_stream(n=900, d=3, seed=2)
-    n_trees, k = 30, growth.LEAF_TRIAL_TREES
+    n_trees = 30
     f = stream_in(FeatureStreamForest(trees_per_generation=n_trees, random_state=1), X, y)
+    k = growth.leaf_trial_trees(n_trees, f.n_samples_)
+    assert k == growth.LEAF_TRIAL_TREES < n_trees
     base = auto_leaf(f.n_samples_)
     chosen = []
     for g in f._generations:
