@@ -193,13 +193,15 @@ class FeatureColumns:
         return self._values[: len(self.binners)]
 
     def bin(self, X: Any, what: str = "X") -> np.ndarray:
-        """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array."""
+        """Bin prediction or sample inputs to a C-contiguous ``(n_features, m)`` array (:class:`Binned` ones are
+        returned as they are)."""
         d = len(self.binners)
         if isinstance(X, Binned):
-            if X.bins.dtype != np.uint8 or X.bins.ndim != 2 or X.bins.shape[0] != d:
-                raise ValueError(f"{what}: binned samples must be uint8 of shape ({d}, n_samples), got "
-                                 f"{X.bins.dtype} {X.bins.shape}")
-            return X.bins
+            bins = X.bins
+            if not isinstance(bins, np.ndarray) or bins.dtype != np.uint8 or bins.ndim != 2 or bins.shape[0] != d:
+                got = f"{bins.dtype} {bins.shape}" if isinstance(bins, np.ndarray) else type(bins).__name__
+                raise ValueError(f"{what}: binned samples must be uint8 of shape ({d}, n_samples), got {got}")
+            return bins
         if isinstance(X, Mapping) or (hasattr(X, "keys") and hasattr(X, "__getitem__") and not hasattr(X, "shape")):
             return self._bin_mapping(X, what)
         if hasattr(X, "columns") and hasattr(X, "__getitem__"):  # a data frame: by column name

@@ -127,6 +127,8 @@ def test_binned_input_is_the_input_it_was_binned_from(clf_data):
         f.predict_proba(Binned(bins.bins[:-1]))
     with pytest.raises(ValueError, match="binned samples must be uint8"):
         f.predict_proba(Binned(bins.bins.astype(np.int64)))
+    with pytest.raises(ValueError, match=r"binned samples must be uint8 .*, got list"):
+        f.predict_proba(Binned(bins.bins.tolist()))
 
 
 def test_nominal_string_feature_and_string_labels():
