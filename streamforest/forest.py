@@ -561,10 +561,10 @@ class FeatureStreamForest(ParamsMixin, SamplesMixin, PredictionMixin, EncodingMi
     def _leaf_choice(self, gen_id: int, forced: list[str], log_w: float, subspaces: list[np.ndarray],
                      split_ks: np.ndarray, min_leaf: np.ndarray) -> Generation:
         """The generation grown with the leaf size, of ``min_leaf`` times 1 and each of
-        :data:`~streamforest.growth.LEAF_CHOICES`, whose trees err least out of bag (:meth:`_least_oob_error`). On
-        a large training set only its first :func:`~streamforest.growth.leaf_trial_trees` trees are grown with every
-        size, judged by the error estimated for the whole generation, and the rest with the chosen size: a tree
-        depends on its seed and plan alone, so the generation is the one grown whole with that size."""
+        :data:`~streamforest.growth.LEAF_CHOICES`, whose trees err least out of bag (:meth:`_least_oob_error`). Only
+        its first :func:`~streamforest.growth.leaf_trial_trees` trees (fewer the more samples there are) are grown
+        with every size, judged by the error estimated for the whole generation, and the rest with the chosen size:
+        a tree depends on its seed and plan alone, so the generation is the one grown whole with that size."""
         n_trees = len(subspaces)
         k = growth.leaf_trial_trees(n_trees, self.n_samples_)
         sizes = [min_leaf] + [np.maximum(1.0, min_leaf * m) for m in growth.LEAF_CHOICES]
