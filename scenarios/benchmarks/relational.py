@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--final-forest-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a parameter of the final stream's forest (over loop.FINAL_FOREST), e.g. split_features=null; "
                          "the exploration, hence features.csv, does not depend on it (repeatable)")
+    ap.add_argument("--seed-offset", type=int, default=0,
+                    help="fold k of shuffle s of protocol P runs the loop and the forests with the seed "
+                         "P*1000 + s*100 + k + offset*1,000,000: the same folds with other seeds")
     ap.add_argument("--check", action="store_true", help="exit 1 unless the targets are met on the worst protocol")
     args = ap.parse_args(argv)
 
@@ -173,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_folds is not None and k >= args.max_folds:
                 continue
             row = {"protocol": p, "shuffle": s, "fold": k,
-                   **run_fold(args.data, y, attrs, X_ft, train, test, args.budget, p * 1000 + s * 100 + k, options,
+                   **run_fold(args.data, y, attrs, X_ft, train, test, args.budget,
+                              p * 1000 + s * 100 + k + args.seed_offset * 1_000_000, options,
                               tmp, generator_options, forest_options, final_options)}
             rows.append(row)
             print(json.dumps({k2: (round(v, 4) if isinstance(v, float) else v) for k2, v in row.items()}),
