@@ -219,8 +219,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  featuretools: not run (no environment at {args.ft_python})")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"protocols": {str(p): per[p] for p in protocols}, "worst": worst, "folds": rows,
-                               "featuretools": ft, "environment": environment()}, indent=1))
+    out.write_text(json.dumps({"protocols": {str(p): per[p] for p in protocols}, "worst": worst,
+                               "seed_offset": args.seed_offset, "folds": rows, "featuretools": ft,
+                               "environment": environment()}, indent=1))
     ok = worst["auc_loop"] >= 0.96 and worst["auc_rf_features"] >= 0.965
     if X_ft is not None:
         ok = ok and all(per[p]["auc_loop"] > per[p]["auc_rf_featuretools"]
