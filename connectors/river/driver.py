@@ -804,9 +804,10 @@ class ForestDriver:
         key)."""
         w = self.window
         # The whole window, through a transition too, where a refresh learns from its latest samples only (see
-        # _training_order): a new forest takes its bins from the samples it learns from, and on the trimmed ones
-        # (recovery seeds 541-563 of scenarios.benchmarks.river, 96 changes) Agrawal's changes erred 67 more times
-        # while STAGGER's erred 2 fewer (on seed 521, at 1,400 over 200 samples, 10 fewer).
+        # _training_order): grown on those (recovery seeds 541-563 of scenarios.benchmarks.river, 96 changes),
+        # Agrawal's changes erred 67 more times while STAGGER's erred 2 fewer (on seed 521, at 1,400 over 200
+        # samples, 10 fewer); with the whole window's bins and a generation on those samples replacing the first,
+        # Agrawal's erred 26 more: the fewer samples cost there, not only their bins.
         order = w.order()
         y = w.labels(order)
         if not self.regression and np.unique(y).size < 2:
