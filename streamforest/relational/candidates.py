@@ -247,6 +247,7 @@ class Generator:
         self._levels: dict[tuple[str, str], list] = {}
         self._chosen: dict[tuple[str, str], list] = {}
         self._cuts: dict[tuple[str, str], list[Condition]] = {}
+        self._views: dict[str, Table] = {}
 
     # ------------------------------------------------------------------ the space
 
@@ -355,13 +356,21 @@ class Generator:
         hits = np.flatnonzero(tried & (z > bound))
         return [int(i) for i in hits[np.lexsort((hits, -z[hits]))]]
 
+    def table(self, name: str) -> Table:
+        """The table as the candidates see it: its columns and those its lookups reach
+        (:meth:`Database.columns_of`)."""
+        if name not in self._views:
+            t = self.db.tables[name]
+            self._views[name] = replace(t, columns=self.db.columns_of(name))
+        return self._views[name]
+
     def _table(self, path: tuple[Step, ...]) -> Table:
-        return self.db.tables[path[-1].child if path else self.db.target]
+        return self.table(path[-1].child if path else self.db.target)
 
     def families(self) -> Iterator[Family]:
         """Every family up to ``max_depth``, in a fixed order: attributes, then per path flat (conjunctions last),
         then nested."""
-        for name in sorted(self.db.tables[self.db.target].columns):
+        for name in sorted(self.table(self.db.target).columns):
             yield Family("attribute", column=name)
         yield from self._aggregate_families((), self.max_depth, nested=True)
 
@@ -444,7 +453,7 @@ class Generator:
     def values(self, f: Feature) -> np.ndarray:
         """The feature's value for every target row (float64, NaN = missing)."""
         if isinstance(f, Attribute):
-            col = self.db.tables[self.db.target].columns[f.column]
+            col = self.table(self.db.target).columns[f.column]
             return col.values.astype(np.float64) if not col.nominal else np.where(col.values < 0, np.nan,
                                                                                     col.values.astype(np.float64))
         if isinstance(f, Combination):
@@ -454,7 +463,7 @@ class Generator:
         return self._aggregate(f, ())
 
     def is_nominal(self, f: Feature) -> bool:
-        return isinstance(f, Attribute) and self.db.tables[self.db.target].columns[f.column].nominal
+        return isinstance(f, Attribute) and self.table(self.db.target).columns[f.column].nominal
 
     def learn(self, f: Feature, score: Callable[[np.ndarray], float]) -> Feature:
         """Fill each threshold placeholder with the quantile of its column whose feature ``score`` rates best.

@@ -19,7 +19,7 @@ def write_features(path: str | Path, db: Database, result: LoopResult) -> None:
     cols = []
     for c in result.accepted:
         if c.nominal and c.feature is not None:
-            cats = db.tables[db.target].columns[c.feature.column].categories
+            cats = db.columns_of(db.target)[c.feature.column].categories
             cols.append([cats[int(v)] if v == v else "" for v in c.values.tolist()])
         else:
             cols.append(_cells(c.values))

@@ -580,7 +580,7 @@ class ThompsonPolicy(Policy):
         if where is None or where.op != "=" or where.also is not None or (path, where) in self._expanded:
             return c
         self._expanded.add((path, where))
-        table = self.generator.db.tables[path[-1].child]
+        table = self.generator.table(path[-1].child)
         if where.value not in self.generator.associated(table, where.column):
             return c
         made = [m for m in (self._make(s, str(fam), fam.facets()) for s, fam in self._sibling_families(path, where))

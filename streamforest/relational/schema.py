@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from streamforest.relational.readers import RawTable, arrow_modules, read_table
-from streamforest.relational.tables import Database, Link, Table
+from streamforest.relational.tables import Database, Link, Table, check_reach
 
 SCHEMA_FIELDS = {"target", "tables"}
 TARGET_FIELDS = {"table", "label", "cutoff"}
@@ -214,8 +214,11 @@ def _check_schema(spec: Any, where: str) -> tuple[dict, dict]:
     for k in ("label", "cutoff"):
         if target.get(k) is not None and not (isinstance(target[k], str) and target[k]):
             raise ValueError(f"{where}: target: {k} must be a non-empty string" + (" or null" if k == "cutoff" else ""))
-    if tables[target["table"]].get("parents"):
-        raise ValueError(f"{where}: the target table {target['table']!r} cannot have parents")
+    try:
+        check_reach(target["table"], {name: [p["table"] for p in t.get("parents", [])] for name, t in tables.items()},
+                    {name: t["time"] for name, t in tables.items() if t.get("time")})
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
     return target, tables
 
 

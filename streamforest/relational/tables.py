@@ -7,6 +7,7 @@ the array of its parent's row indices (-1 when the cell is empty), so that walki
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +34,34 @@ class Column:
 
     def missing(self) -> np.ndarray:
         return self.values < 0 if self.nominal else np.isnan(self.values)
+
+
+class LookedUpColumn(Column):
+    """A column of a table that a many-to-one link reaches (a lookup): each row's value is its parent row's, gathered
+    when read (nothing of the child's length is kept). Missing where the link is empty.
+
+    Examples
+    --------
+    >>> kind = nominal_column("category", np.array(["toys", "food"]))
+    >>> c = LookedUpColumn("products.category", kind, np.array([1, -1, 0, 1]))
+    >>> c.values.tolist(), c.categories
+    ([0, -1, 1, 0], ('food', 'toys'))
+    """
+
+    def __init__(self, name: str, source: Column, index: np.ndarray) -> None:
+        self.name = name
+        self.source = source
+        self.index = index
+        self.categories = source.categories
+
+    @property
+    def values(self) -> np.ndarray:  # type: ignore[override]
+        source, missing = self.source.values, -1 if self.nominal else np.nan
+        if not source.size:
+            return np.full(self.index.size, missing, dtype=source.dtype)
+        v = source[np.maximum(self.index, 0)]
+        v[self.index < 0] = missing
+        return v
 
 
 def nominal_column(name: str, cells: np.ndarray) -> Column:
@@ -101,6 +130,14 @@ class Database:
                     raise ValueError(f"table {tab.name!r}: link {lk.column!r} needs one parent index per row")
                 if lk.index.size and lk.index.max() >= self.tables[lk.parent].n_rows:
                     raise ValueError(f"table {tab.name!r}: link {lk.column!r} points past table {lk.parent!r}")
+        self._check_reach()
+
+    def _check_reach(self) -> None:
+        check_reach(self.target, {name: [lk.parent for lk in t.links] for name, t in self.tables.items()},
+                    {name: t.time_column or "time" for name, t in self.tables.items() if t.time is not None})
+        below = self.below()
+        for name in below:  # names looked up twice
+            self._columns_of(name, below)
 
     @property
     def labelled(self) -> np.ndarray:
@@ -136,17 +173,19 @@ class Database:
         rows = np.asarray(rows, dtype=np.int64)
         new_index = {self.target: _renumber(rows, self.tables[self.target].n_rows)}
         kept = {self.target: rows}
+        below = self.below()  # the tables looked up keep every row
         todo = [c for c, _ in self.children(self.target)]
         while todo:
             name = todo.pop(0)
             if name in kept:
                 continue
             t = self.tables[name]
-            if any(lk.parent not in kept for lk in t.links):
+            steps = [lk for lk in t.links if lk.parent in below]
+            if any(lk.parent not in kept for lk in steps):
                 todo.append(name)  # a parent is still to do (tables form a DAG below the target)
                 continue
             keep = np.zeros(t.n_rows, dtype=bool)
-            for lk in t.links:
+            for lk in steps:
                 keep |= (lk.index >= 0) & (new_index[lk.parent][np.maximum(lk.index, 0)] >= 0)
             kept[name] = np.flatnonzero(keep)
             new_index[name] = _renumber(kept[name], t.n_rows)
@@ -168,6 +207,79 @@ class Database:
     def children(self, table: str) -> list[tuple[str, str]]:
         """``(child table, foreign-key column)`` pairs pointing at ``table``, in a stable order."""
         return sorted((t.name, lk.column) for t in self.tables.values() for lk in t.links if lk.parent == table)
+
+    def below(self) -> set[str]:
+        """The tables the target reaches down one-to-many links (the ones aggregates run over), the target too."""
+        seen, todo = {self.target}, [self.target]
+        while todo:
+            for child, _ in self.children(todo.pop()):
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        return seen
+
+    def columns_of(self, table: str) -> dict[str, Column]:
+        """``table``'s columns as features see them: its own, then those of the rows its lookups point to, named
+        ``parent.column`` (``parent[link].column`` when two links reach the same parent), and theirs in turn.
+
+        Examples
+        --------
+        >>> cat = nominal_column("category", np.array(["food", "toys"]))
+        >>> db = Database({"c": Table("c", 1), "o": Table("o", 3, links=[Link("c_id", "c", np.zeros(3, np.int64)),
+        ...                Link("p_id", "p", np.array([1, 0, -1]))]), "p": Table("p", 2, {"category": cat})},
+        ...               "c", "y", np.array(["1"]), np.array(["0"]))
+        >>> {k: v.values.tolist() for k, v in db.columns_of("o").items()}
+        {'p.category': [1, 0, -1]}
+        """
+        return self._columns_of(table, self.below())
+
+    def _columns_of(self, table: str, below: set[str]) -> dict[str, Column]:
+        t = self.tables[table]
+        out = dict(t.columns)
+        lookups = [lk for lk in t.links if lk.parent not in below]
+        for lk in lookups:  # no cycle: check_reach
+            twice = sum(1 for other in lookups if other.parent == lk.parent) > 1
+            prefix = f"{lk.parent}[{lk.column}]" if twice else lk.parent
+            for name, col in self._columns_of(lk.parent, below).items():
+                full = f"{prefix}.{name}"
+                if full in out:
+                    raise ValueError(f"table {table!r}: column {full!r} is named twice (its own, and looked up "
+                                     f"through {lk.column!r})")
+                out[full] = LookedUpColumn(full, col, lk.index)
+        return out
+
+
+def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str]) -> None:
+    """Every table is below the target (its parents lead up to it) or looked up (a parent of one that is, or of
+    one looked up); one only looked up has no time (``times``: table -> its time column); lookups make no cycle and
+    the target has no parent below it. ``parents``: each table's parent tables (one per link)."""
+    below, todo = {target}, [target]
+    while todo:
+        t = todo.pop()
+        for child in sorted(name for name, ps in parents.items() if t in ps and name not in below):
+            below.add(child)
+            todo.append(child)
+    for p in parents[target]:
+        if p in below:
+            raise ValueError(f"the target table {target!r} points to table {p!r}, which is below it (a cycle)")
+
+    def lookups(table: str, chain: tuple[str, ...]) -> Iterator[str]:
+        for p in parents[table]:
+            if p in below:
+                continue
+            if p in chain:
+                raise ValueError(f"the lookups {' -> '.join((*chain, p))} form a cycle")
+            yield p
+            yield from lookups(p, (*chain, p))
+
+    looked = {p for t in sorted(below) for p in lookups(t, (t,))}
+    for name in sorted(parents):
+        if name not in below and name not in looked:
+            raise ValueError(f"table {name!r} is neither below the target {target!r} (its parents lead up to it) "
+                             "nor looked up by a table that is: no feature could use it")
+        if name in looked and name not in below and name in times:
+            raise ValueError(f"table {name!r} is only looked up (the target does not reach it down one-to-many "
+                             f"links): its time column {times[name]!r} has no cutoff to meet; leave it out of 'time'")
 
 
 def _renumber(rows: np.ndarray, n: int) -> np.ndarray:
