@@ -15,6 +15,9 @@ parquet3    3     the same tree in Parquet with timestamps, items with a key, a 
 wide2       2     a target of 200 numeric columns (CSV), its events without a key, a numeric time and cutoff
 nominal2    2     a target of 40 columns (20 numeric, 20 nominal of 3 to 1,000 values) -> transactions in Parquet
                   (timestamps, a key, nominals of 3, 30 and 1,000 values)
+star3       3     csv3's tree with dimension tables (CSV): items look up their product (10,000 rows: a category of
+                  30 values, a numeric), products their brand (200 rows), customers their region (50 rows); the
+                  label is planted in the items of one product category, a looked-up column
 =========== ===== ======================================================================================================
 
     python -m scenarios.benchmarks.relational_shapes --shape csv3 [--targets 100000] [--cache DIR]
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-SHAPES = ("csv3", "parquet3", "wide2", "nominal2")
+SHAPES = ("csv3", "parquet3", "wide2", "nominal2", "star3")
 #: Seconds since the epoch of 2020-01-01: the shapes' datetimes fall in the two years after.
 EPOCH0 = 1_577_836_800
 SPAN = 2 * 365 * 86_400
@@ -165,6 +168,63 @@ def _three_levels(d: Path, n: int, child_rows: int, rng: np.random.Generator, pa
                        "items": item_spec}}
 
 
+def _star(d: Path, n: int, child_rows: int, rng: np.random.Generator) -> dict:
+    """customer (-> region) -> orders -> items without a key (-> products -> brands), in CSV."""
+    n_products, n_brands, n_regions = 10_000, 200, 50
+    cutoff = EPOCH0 + rng.uniform(0.4, 1.0, n) * SPAN
+    owner = np.repeat(np.arange(n), rng.poisson(10.0, n))
+    n_o = owner.size
+    o_time = EPOCH0 + rng.uniform(0.0, 1.0, n_o) * SPAN
+    i_owner = np.repeat(np.arange(n_o), 1 + rng.poisson(child_rows / n / 10.0 - 2.0, n_o))
+    n_i = i_owner.size
+    product_category = rng.integers(0, 30, n_products)
+    product = rng.integers(0, n_products, n_i)
+    price = rng.gamma(2.0, 10.0, n_i)
+    taste = rng.normal(0.0, 1.0, n)
+    planted = product_category[product] == 2
+    price = np.where(planted, price * np.exp(0.5 * taste[owner[i_owner]]), price)
+    sel = planted & (o_time <= cutoff[owner])[i_owner]
+    s = np.bincount(owner[i_owner][sel], weights=price[sel], minlength=n)
+    c = np.bincount(owner[i_owner][sel], minlength=n)
+    labels = _label(rng, s / np.maximum(c, 1), c > 0)
+    amount = rng.gamma(2.0, 50.0, n_o)
+    lab = np.where(labels == "1", 1.0, 0.0)
+    amount = np.where(o_time > cutoff[owner], lab[owner] * 1000.0 + rng.random(n_o), amount)  # the leak
+    region_ids = _words("r", n_regions)
+    _write(d / "region.csv", {"region_id": region_ids, "population": rng.integers(1_000, 1_000_000, n_regions)
+                              .astype(np.float64), "climate": _nominal(rng, "cl", 5, n_regions)})
+    brand_ids = _words("b", n_brands)
+    _write(d / "brands.csv", {"brand_id": brand_ids, "country": _nominal(rng, "co", 12, n_brands),
+                              "tier": rng.integers(1, 4, n_brands).astype(np.float64)})
+    product_ids = _words("p", n_products)
+    _write(d / "products.csv", {"product_id": product_ids, "category": _words("g", 30)[product_category],
+                                "brand_id": brand_ids[rng.integers(0, n_brands, n_products)],
+                                "list_price": np.round(rng.gamma(2.0, 10.0, n_products), 2)})
+    cust = {"customer_id": np.char.add("c", np.arange(n).astype(str)), "signup": cutoff.astype(np.float64),
+            "age": np.round(rng.normal(40, 10, n), 1), "region_id": region_ids[rng.integers(0, n_regions, n)],
+            "churn": labels}
+    _write(d / "customer.csv", cust, times=("signup",))
+    orders = {"order_id": np.char.add("o", np.arange(n_o).astype(str)), "customer_id": cust["customer_id"][owner],
+              "ordered_at": o_time, "status": _nominal(rng, "st", 3, n_o), "amount": np.round(amount, 2)}
+    del cust
+    _write(d / "orders.csv", orders, times=("ordered_at",))
+    items = {"order_id": orders["order_id"][i_owner], "product_id": product_ids[product], "price": np.round(price, 2),
+             "quantity": rng.integers(1, 6, n_i).astype(np.float64)}
+    del orders
+    _write(d / "items.csv", items)
+    return {"target": {"table": "customer", "label": "churn", "cutoff": "signup"},
+            "tables": {"customer": {"path": "customer.csv", "key": "customer_id",
+                                    "parents": [{"table": "region", "column": "region_id"}]},
+                       "region": {"path": "region.csv", "key": "region_id"},
+                       "orders": {"path": "orders.csv", "key": "order_id", "time": "ordered_at",
+                                  "parents": [{"table": "customer", "column": "customer_id"}]},
+                       "items": {"path": "items.csv", "parents": [{"table": "orders", "column": "order_id"},
+                                                                  {"table": "products", "column": "product_id"}]},
+                       "products": {"path": "products.csv", "key": "product_id",
+                                    "parents": [{"table": "brands", "column": "brand_id"}]},
+                       "brands": {"path": "brands.csv", "key": "brand_id"}}}
+
+
 def _two_levels(d: Path, n: int, child_rows: int, rng: np.random.Generator, wide: bool) -> dict:
     per = child_rows / n
     ext = ".csv" if wide else ".parquet"
@@ -219,9 +279,11 @@ GENERATORS: dict[str, Callable[..., dict]] = {
     "parquet3": lambda d, n, c, rng: _three_levels(d, n, c, rng, parquet=True),
     "wide2": lambda d, n, c, rng: _two_levels(d, n, c, rng, wide=True),
     "nominal2": lambda d, n, c, rng: _two_levels(d, n, c, rng, wide=False),
+    "star3": _star,
 }
 PLANTED = {"csv3": "items.price WHERE items.category = 'c'", "parquet3": "items.price WHERE items.category = 'p0002'",
-           "wide2": "events.amount WHERE events.kind = 'sell'", "nominal2": "events.amount WHERE events.kind = 'sell'"}
+           "wide2": "events.amount WHERE events.kind = 'sell'", "nominal2": "events.amount WHERE events.kind = 'sell'",
+           "star3": "items.price WHERE items.products.category = 'g0002'"}
 
 
 def main(argv: list[str] | None = None) -> int:

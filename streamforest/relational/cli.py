@@ -6,9 +6,12 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamforest.cli_options import add_connection_options, env_defaults, forest_params
+
+if TYPE_CHECKING:
+    from streamforest.relational.tables import Database
 
 #: Opens the exploration and final-stream transports over Kafka from the parsed options:
 #: ``(args, exploration engine config, final engine config, progress) -> (transport, final transport)``. The Kafka
@@ -97,6 +100,16 @@ def load(args: argparse.Namespace):
     return load_documents(args.documents, args.label, args.name, args.key)
 
 
+def _note_unreached(db: Database, max_depth: int) -> None:
+    """Say which tables lie deeper below the target than ``--max-depth`` (no feature reads them)."""
+    from streamforest.relational.candidates import Generator
+
+    reached = {db.target, *(p[-1].child for p in Generator(db, max_depth=max_depth).paths())}
+    for name in sorted(db.below() - reached):
+        print(f"streamforest relational: table {name!r} is more than {max_depth} one-to-many steps below "
+              f"{db.target!r}: no feature reads it (--max-depth)", file=sys.stderr)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from streamforest.relational.drivers import EngineClient, InProcess, JsonlProcess
     from streamforest.relational.loop import Loop, engine_config
@@ -108,6 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.near_misses is not None and args.near_misses < 0:
         raise ValueError(f"--near-misses must be >= 0, got {args.near_misses}")
     db = load(args)
+    _note_unreached(db, args.max_depth)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     config, final = engine_config(args.seed, forest), engine_config(args.seed, final=True)

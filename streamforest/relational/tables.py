@@ -133,10 +133,10 @@ class Database:
         self._check_reach()
 
     def _check_reach(self) -> None:
-        check_reach(self.target, {name: [lk.parent for lk in t.links] for name, t in self.tables.items()},
+        check_reach(self.target, self._parents(),
                     {name: t.time_column or "time" for name, t in self.tables.items() if t.time is not None})
         below = self.below()
-        for name in below:  # names looked up twice
+        for name in below:  # a looked-up name that a column of the table has already
             self._columns_of(name, below)
 
     @property
@@ -210,13 +210,10 @@ class Database:
 
     def below(self) -> set[str]:
         """The tables the target reaches down one-to-many links (the ones aggregates run over), the target too."""
-        seen, todo = {self.target}, [self.target]
-        while todo:
-            for child, _ in self.children(todo.pop()):
-                if child not in seen:
-                    seen.add(child)
-                    todo.append(child)
-        return seen
+        return tables_below(self.target, self._parents())
+
+    def _parents(self) -> dict[str, list[str]]:
+        return {name: [lk.parent for lk in t.links] for name, t in self.tables.items()}
 
     def columns_of(self, table: str) -> dict[str, Column]:
         """``table``'s columns as features see them: its own, then those of the rows its lookups point to, named
@@ -249,16 +246,22 @@ class Database:
         return out
 
 
-def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str]) -> None:
-    """Every table is below the target (its parents lead up to it) or looked up (a parent of one that is, or of
-    one looked up); one only looked up has no time (``times``: table -> its time column); lookups make no cycle and
-    the target has no parent below it. ``parents``: each table's parent tables (one per link)."""
+def tables_below(target: str, parents: dict[str, list[str]]) -> set[str]:
+    """The target and the tables whose parents lead up to it (``parents``: each table's parent tables)."""
     below, todo = {target}, [target]
     while todo:
         t = todo.pop()
         for child in sorted(name for name, ps in parents.items() if t in ps and name not in below):
             below.add(child)
             todo.append(child)
+    return below
+
+
+def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str]) -> None:
+    """Every table is below the target (its parents lead up to it) or looked up (a parent of one that is, or of
+    one looked up); one only looked up has no time (``times``: table -> its time column); lookups make no cycle and
+    the target has no parent below it. ``parents``: each table's parent tables (one per link)."""
+    below = tables_below(target, parents)
     for p in parents[target]:
         if p in below:
             raise ValueError(f"the target table {target!r} points to table {p!r}, which is below it (a cycle)")

@@ -154,3 +154,18 @@ def test_a_looked_up_name_that_a_column_already_has_is_refused(tmp_path):
     _write(tmp_path / "orders.csv", [*rows[0], "products.price"], [(*r, "1") for r in rows[1:]])
     with pytest.raises(ValueError, match=r"column 'products\.price' is named twice"):
         load_schema(schema)
+
+
+def test_the_cli_reads_lookups_and_names_the_tables_beyond_its_depth(tmp_path, capsys):
+    from streamforest.cli import main
+
+    schema = star(tmp_path)
+    for depth, notice in ((1, False), (0, True)):
+        out = tmp_path / f"o{depth}"
+        assert main(["relational", "run", "--schema", str(schema), "--budget", "20", "--out", str(out), "--quiet",
+                     "--max-depth", str(depth)]) == 0
+        err = capsys.readouterr().err
+        assert ("table 'orders' is more than 0 one-to-many steps below 'customer'" in err) == notice, err
+        with open(out / "features.csv", newline="") as fh:
+            header = next(csv.reader(fh))
+        assert any("orders.products.category" in h for h in header) != notice, header
