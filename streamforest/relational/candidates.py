@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Union
@@ -31,7 +32,7 @@ import numpy as np
 from scipy.stats import norm as normal
 
 from streamforest.relational import aggregates as agg
-from streamforest.relational.tables import Database, Table
+from streamforest.relational.tables import Database, LookedUpColumn, Table
 
 #: Integer-valued numeric columns with at most this many distinct values also give ``=`` conditions.
 MAX_LEVELS = 64
@@ -47,6 +48,9 @@ OPERATORS = ("sqrt", "square", "add", "sub", "mul", "rbf")
 #: Operators of the extended space (see :class:`Generator`'s ``extended``).
 EXTENDED_OPERATORS = ("div",)
 MAX_NAME = 200
+#: Looked-up columns kept gathered (see :meth:`Generator._read`): a learned threshold reads its column once per
+#: quantile tried; more would keep more arrays of a child table's length alive.
+GATHERED = 2
 
 
 @dataclass(frozen=True)
@@ -248,6 +252,7 @@ class Generator:
         self._chosen: dict[tuple[str, str], list] = {}
         self._cuts: dict[tuple[str, str], list[Condition]] = {}
         self._views: dict[str, Table] = {}
+        self._gathered: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 
     # ------------------------------------------------------------------ the space
 
@@ -275,7 +280,8 @@ class Generator:
         for name, col in sorted(table.columns.items()):
             if self.levels(table, name):
                 out.append((name, "="))
-            if not col.nominal and np.unique(col.values[~np.isnan(col.values)]).size > 2:
+            values = self._read(table, name)
+            if not col.nominal and np.unique(values[~np.isnan(values)]).size > 2:
                 out.append((name, ">"))
         return out
 
@@ -290,14 +296,15 @@ class Generator:
         key = (table.name, column)
         if key not in self._levels:
             col = table.columns[column]
+            values = self._read(table, column)
             if col.nominal:
-                codes, names = col.values, list(col.categories)
+                codes, names = values, list(col.categories)
             else:
-                finite = ~np.isnan(col.values)
-                u, inverse = np.unique(col.values[finite], return_inverse=True)
+                finite = ~np.isnan(values)
+                u, inverse = np.unique(values[finite], return_inverse=True)
                 if u.size > MAX_LEVELS or u.size < 2 or not np.all(np.mod(u, 1) == 0):
                     u = u[:0]
-                codes = np.full(col.values.size, -1, dtype=np.int64)
+                codes = np.full(values.size, -1, dtype=np.int64)
                 codes[finite] = inverse if u.size else -1
                 names = [float(v) for v in u]
             counts = np.bincount(codes[codes >= 0], minlength=len(names))
@@ -366,6 +373,20 @@ class Generator:
 
     def _table(self, path: tuple[Step, ...]) -> Table:
         return self.table(path[-1].child if path else self.db.target)
+
+    def _read(self, t: Table, column: str) -> np.ndarray:
+        """A column's values; the last :data:`GATHERED` looked-up ones are kept gathered."""
+        col = t.columns[column]
+        if not isinstance(col, LookedUpColumn):
+            return col.values
+        key = (t.name, column)
+        if key in self._gathered:
+            self._gathered.move_to_end(key)
+        else:
+            self._gathered[key] = col.values
+            if len(self._gathered) > GATHERED:
+                self._gathered.popitem(last=False)
+        return self._gathered[key]
 
     def families(self) -> Iterator[Family]:
         """Every family up to ``max_depth``, in a fixed order: attributes, then per path flat (conjunctions last),
@@ -512,6 +533,7 @@ class Generator:
         """Drop the cached row indexes and visibility of the paths (made again when a value asks for them)."""
         self._alive.clear()
         self._index.clear()
+        self._gathered.clear()
 
     def _thresholds(self, prefix: tuple[Step, ...], f: Aggregate, within: Condition | None = None) -> list[Condition]:
         """The thresholds tried for ``f``'s condition (or, ``within`` given, for the second condition of that
@@ -520,7 +542,7 @@ class Generator:
         column = f.where.column if within is None else within.also.column
         key = (t.name, column) if within is None else (t.name, column, within.column, within.op, within.value)
         if key not in self._cuts:  # a column's quantiles, once: they do not depend on the candidate
-            x = t.columns[column].values
+            x = self._read(t, column)
             if within is not None:
                 values, op, value = self._condition(t, replace(within, also=None))
                 x = x[values == value if op == agg.EQUAL else values > value]
@@ -586,8 +608,7 @@ class Generator:
         if f.inner is not None:
             x, nominal = self._aggregate(f.inner, full), False
         else:
-            col = t.columns[f.column]
-            x, nominal = col.values, col.nominal
+            x, nominal = self._read(t, f.column), t.columns[f.column].nominal
         times = t.time if f.func in ("first", "last") else None
         return agg.reduce_index(f.func, starts, rows, x, nominal, cond, op, threshold, times, **second)
 
@@ -598,8 +619,8 @@ class Generator:
             if c.op != "=":
                 raise ValueError(f"{t.name}.{c.column} is nominal: only '=' conditions")
             code = col.categories.index(str(c.value)) if str(c.value) in col.categories else -2  # -2: no row
-            return col.values, agg.EQUAL, float(code)
-        return col.values, agg.EQUAL if c.op == "=" else agg.GREATER, float(c.value)
+            return self._read(t, c.column), agg.EQUAL, float(code)
+        return self._read(t, c.column), agg.EQUAL if c.op == "=" else agg.GREATER, float(c.value)
 
 
 def _conjunctions(conds: list[tuple[str, str] | None]) -> Iterator[tuple[tuple[str, str], tuple[str, str]]]:
