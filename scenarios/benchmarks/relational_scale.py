@@ -2,8 +2,9 @@
 
 Every shape (:mod:`scenarios.benchmarks.relational_shapes`: three levels from CSV as issue 30 has it, the same in
 Parquet with keys and a nominal of 1,000 values, a 200-column target over keyless events, a 40-column target over
-Parquet transactions, the three levels with dimension tables to look up; and ``synthetic``, :mod:`streamforest.relational.synthetic` written as CSV) is generated once
-into a cache directory, then run in a child process of its own, exactly as a user runs it::
+Parquet transactions, the three levels with dimension tables to look up; and ``synthetic``,
+:mod:`streamforest.relational.synthetic` written as CSV) is generated once into a cache directory, then run in a
+child process of its own, exactly as a user runs it::
 
     streamforest relational run --schema schema.json --budget 200 --out out --seed 0
 

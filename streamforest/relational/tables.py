@@ -175,18 +175,24 @@ class Database:
         kept = {self.target: rows}
         below = self.below()  # the tables looked up keep every row
         todo = [c for c, _ in self.children(self.target)]
+        waited = 0
         while todo:
             name = todo.pop(0)
             if name in kept:
                 continue
             t = self.tables[name]
             steps = [lk for lk in t.links if lk.parent in below]
-            if any(lk.parent not in kept for lk in steps):
-                todo.append(name)  # a parent is still to do (tables form a DAG below the target)
+            if any(lk.parent not in kept for lk in steps) and waited <= len(todo):
+                todo.append(name)  # a parent is still to do
+                waited += 1
                 continue
+            # every table left waits for another (a link to the table itself, say an order's previous order): the
+            # rows stay by the parents kept so far
+            waited = 0
             keep = np.zeros(t.n_rows, dtype=bool)
             for lk in steps:
-                keep |= (lk.index >= 0) & (new_index[lk.parent][np.maximum(lk.index, 0)] >= 0)
+                if lk.parent in kept:
+                    keep |= (lk.index >= 0) & (new_index[lk.parent][np.maximum(lk.index, 0)] >= 0)
             kept[name] = np.flatnonzero(keep)
             new_index[name] = _renumber(kept[name], t.n_rows)
             todo += [c for c, _ in self.children(name)]

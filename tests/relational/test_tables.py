@@ -280,3 +280,26 @@ def test_csv_read_in_blocks_gives_the_whole_files_tables(tmp_path, monkeypatch):
     db = whole[path]
     assert db.tables["m"].columns["w"].nominal and not db.tables["m"].columns["e"].nominal
     assert db.tables["m"].columns["v"].nominal and db.tables["m"].columns["u"].values[350] == 1000.0
+
+
+def test_a_table_that_links_to_itself_subsets_and_loops(tmp_path):
+    # an order's previous order: the link makes a cycle below the target, which subsetting used to wait on for ever
+    rng = np.random.default_rng(0)
+    (tmp_path / "c.csv").write_text("cid,y\n" + "".join(f"c{i},{i % 2}\n" for i in range(60)))
+    rows = [f"o{k},c{k % 60},{f'o{k - 60}' if k >= 60 else ''},{rng.normal() + (k % 60) % 2}\n" for k in range(180)]
+    (tmp_path / "o.csv").write_text("oid,cid,prev,amount\n" + "".join(rows))
+    (tmp_path / "schema.json").write_text(json.dumps({
+        "target": {"table": "c", "label": "y"},
+        "tables": {"c": {"path": "c.csv", "key": "cid"},
+                   "o": {"path": "o.csv", "key": "oid", "parents": [{"table": "c", "column": "cid"},
+                                                                     {"table": "o", "column": "prev"}]}}}))
+    db = load_schema(tmp_path / "schema.json")
+    sub = db.subset(np.array([3, 1]))
+    orders = sub.tables["o"]
+    assert orders.n_rows == 6
+    assert orders.link("cid").index.tolist() == [1, 0, 1, 0, 1, 0]
+    assert orders.link("prev").index.tolist() == [-1, -1, 0, 1, 2, 3]
+    from streamforest.relational.loop import run_loop
+
+    result = run_loop(db, budget=5, seed=0, explore_rows=40)  # the exploration runs on a subset
+    assert len(result.trials) == 5
