@@ -85,10 +85,14 @@ def test_a_label_set_by_a_looked_up_category_is_found_time_safe_across_seeds(tmp
     g = Generator(db)
     assert [definition(next(g.members(f))) for f in g.families() if f.kind == "attribute"] == ["region.population"]
     # before the cutoff only: a positive customer's three late toy orders are not counted
+    category = {r[0]: r[1] for r in list(csv.reader((tmp_path / "products.csv").open()))[1:]}
+    early = np.zeros(db.ids.size)
+    for _, cid, product, _, day in list(csv.reader((tmp_path / "orders.csv").open()))[1:]:
+        early[int(cid[1:])] += category[product] == "toys" and int(day) <= 50
     values = g.values(_planted(g, planted))
-    labelled = db.labelled
+    np.testing.assert_array_equal(values, early)
     label = np.array([c == "1" for c in db.labels])
-    assert np.array_equal(values[labelled] >= 2, label[labelled])
+    assert np.array_equal(values[db.labelled] >= 2, label[db.labelled])
     for seed in (0, 1, 2):
         result = run_loop(db, budget=30, seed=seed)
         accepted = [c.definition for c in result.accepted]
