@@ -280,8 +280,10 @@ class Generator:
         for name, col in sorted(table.columns.items()):
             if self.levels(table, name):
                 out.append((name, "="))
+            if col.nominal:
+                continue
             values = self._read(table, name)
-            if not col.nominal and np.unique(values[~np.isnan(values)]).size > 2:
+            if np.unique(values[~np.isnan(values)]).size > 2:
                 out.append((name, ">"))
         return out
 

@@ -133,9 +133,8 @@ class Database:
         self._check_reach()
 
     def _check_reach(self) -> None:
-        check_reach(self.target, self._parents(),
-                    {name: t.time_column or "time" for name, t in self.tables.items() if t.time is not None})
-        below = self.below()
+        below = check_reach(self.target, self._parents(),
+                            {name: t.time_column or "time" for name, t in self.tables.items() if t.time is not None})
         for name in below:  # a looked-up name that a column of the table has already
             self._columns_of(name, below)
 
@@ -263,10 +262,11 @@ def tables_below(target: str, parents: dict[str, list[str]]) -> set[str]:
     return below
 
 
-def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str]) -> None:
+def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str]) -> set[str]:
     """Every table is below the target (its parents lead up to it) or looked up (a parent of one that is, or of
     one looked up); one only looked up has no time (``times``: table -> its time column); lookups make no cycle and
-    the target has no parent below it. ``parents``: each table's parent tables (one per link)."""
+    the target has no parent below it. ``parents``: each table's parent tables (one per link). Returns the tables
+    below the target (:func:`tables_below`)."""
     below = tables_below(target, parents)
     for p in parents[target]:
         if p in below:
@@ -289,6 +289,7 @@ def check_reach(target: str, parents: dict[str, list[str]], times: dict[str, str
         if name in looked and name not in below and name in times:
             raise ValueError(f"table {name!r} is only looked up (the target does not reach it down one-to-many "
                              f"links): its time column {times[name]!r} has no cutoff to meet; leave it out of 'time'")
+    return below
 
 
 def _renumber(rows: np.ndarray, n: int) -> np.ndarray:
