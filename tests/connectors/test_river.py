@@ -515,7 +515,7 @@ def test_through_a_transition_nothing_is_cut_while_the_current_forest_does_not_e
 
     cuts, right = run()
     assert cuts and all(erred for _, erred in cuts)
-    monkeypatch.setattr(driver.ForestDriver, "_current_erred", lambda self, after: True)
+    monkeypatch.setattr(driver.ForestDriver, "_misled", lambda self, after: True)
     cuts_without, right_without = run()
     assert any(not erred and n > 1500 for n, erred in cuts_without)
     assert right[1500:].sum() > right_without[1500:].sum()
@@ -884,3 +884,41 @@ def test_after_a_drift_the_forest_takes_new_bins_as_the_window_doubles():
     assert all(2 * a <= b < 2 * a + model.refresh_every for a, b in itertools.pairwise(sizes))
     assert sizes[-2] < driver.REBIN_BELOW <= sizes[-1]
     assert all(d == 1 and g == driver.REBIN_GENERATIONS for d, _, g in starts[2:])
+
+
+def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_replace_while_the_old_forest_errs(
+        monkeypatch):
+    # STAGGER rule 0 -> 2 over 200 samples at 1,400: the window kept after the drift mixes both rules, the new one's
+    # share growing along it. A refresh through the transition takes the latest half of its samples twice, and while
+    # the old rule's forest errs on a quarter of them its generation replaces the older ones (grown on fewer of the
+    # new rule's samples): ours errs less from the middle of the change on than with neither.
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    stream = drift_stream("stagger", 1400, width=200, n=1700, seed=409)
+    refresh, training_order = driver.ForestDriver._refresh, driver.ForestDriver._training_order
+    notes: list[tuple[bool, int]] = []
+    orders: list[tuple[int, int, int]] = []
+
+    def noting(self):
+        often = self._old is not None and self._old_errs_often()
+        refresh(self)
+        if self._old is not None:
+            notes.append((often, len(self.forest.generations_)))
+
+    def ordering(self):
+        order = training_order(self)
+        if self._old is not None:
+            orders.append((order.size, np.unique(order).size, len(self.window)))
+        return order
+
+    monkeypatch.setattr(driver.ForestDriver, "_refresh", noting)
+    monkeypatch.setattr(driver.ForestDriver, "_training_order", ordering)
+    right = progressive(ForestClassifier(seed=1), stream)[2]
+    assert any(often for often, _ in notes) and all(n == 1 for often, n in notes if often)
+    assert any(n > 1 for often, n in notes if not often)
+    whole = [(size, unique) for size, unique, n in orders if unique == n]
+    assert whole and all(size == unique + unique // 2 for size, unique in whole)
+    monkeypatch.setattr(driver, "REPLACE_OLD_ERROR", 2.0)
+    monkeypatch.setattr(driver, "TRANSITION_RECENT", 0.0)
+    right_without = progressive(ForestClassifier(seed=1), stream)[2]
+    assert right[1400:].sum() > right_without[1400:].sum()
