@@ -36,7 +36,8 @@ side by side, the ratio of recoveries (ours / ARF), then per seed, per kind, ove
 all the worst and the mean of ours minus ARF's ROCAUC, exact AUC and accuracy, the wins and losses.
 ``--recovery-seeds`` replaces these changes by others, on seeds of one's choice (every combination with
 ``--recovery-positions`` and ``--recovery-widths``), to judge the drift handling on streams it was never looked at
-on.
+on. ``--recovery-reps N`` runs both models with the model seeds 1..N on each stream and compares their means: on one
+stream the difference of one model seed is often within what another seed moves it.
 
 Targets (``--check`` exits 1 if one fails): on Phishing, Bananas and trapezoidal Phishing, ROCAUC at least ARF's and
 at least 3x ARF's samples per second; on every drift stream of the first table (RandomRBF, SEA's gradual drift,
@@ -44,7 +45,8 @@ the three abrupt switches), ROCAUC at least ARF's; on the recovery table, the me
 least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
-        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]] [--refresh-backoff 4]
+        [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]] [--recovery-reps 3]
+        [--refresh-backoff 4]
 """
 
 from __future__ import annotations
@@ -221,35 +223,35 @@ def recovery_changes(quick: bool, changes: tuple = RECOVERY_CHANGES) -> list[tup
             for kind, position, width in itertools.product(RECOVERY_KINDS, (2000,) if quick else positions, widths)]
 
 
-def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
-                   untuned_seeds: tuple = UNTUNED_SEEDS, refresh_backoff: int = 1) -> list[dict]:
+def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES, untuned_seeds: tuple = UNTUNED_SEEDS,
+                   refresh_backoff: int = 1, reps: int = 1) -> list[dict]:
     """Both models on every stream of the recovery table, printed as they come (``changes`` as
     :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart; ours
-    with ``refresh_backoff``)."""
+    with ``refresh_backoff``). With ``reps`` > 1 both models run with the model seeds 1..reps on each stream and a row
+    holds the means of their ROCAUC, exact AUC and accuracy and the median of their recoveries: one model seed's
+    difference on one stream is often within what another seed moves it."""
     rows = []
+    over = f"; means over the model seeds 1-{reps}, the median recovery" if reps > 1 else ""
     print(f"\nrecovery after a change ({RECOVERY_N:,} samples; samples from the change to 95% of the settled accuracy "
-          f"over {RECOVERY_SPAN})")
+          f"over {RECOVERY_SPAN}{over})")
     print(f"{'stream':<26} {'ROCAUC ours':>11} {'ARF':>7} {'exact ours':>10} {'ARF':>7} {'accuracy ours':>13} "
           f"{'ARF':>7} {'recovery ours':>13} {'ARF':>6} {'ratio':>6} {'drifts':>6}")
     for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
-        ours = ForestClassifier(seed=1, refresh_backoff=refresh_backoff)
-        p_ours, p_arf = [], []
-        auc_ours, acc_ours, right_ours = progressive(ours, samples, p_ours)
-        auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=1), samples, p_arf)
-        exact_ours, exact_arf = exact_auc(samples, p_ours), exact_auc(samples, p_arf)
-        settled = max(right_ours[-RECOVERY_TAIL:].mean(), right_arf[-RECOVERY_TAIL:].mean())
-        rec_ours, rec_arf = (recovery(r, position, 0.95 * settled) for r in (right_ours, right_arf))
+        runs = [recovery_run(samples, position, model_seed, refresh_backoff) for model_seed in range(1, reps + 1)]
         name = f"{kind} @{position} w{width} s{seed}"
         row = {"stream": name, "kind": kind, "position": position, "width": width, "seed": seed,
-               "rocauc_ours": auc_ours, "rocauc_arf": auc_arf, "exact_auc_ours": exact_ours, "exact_auc_arf": exact_arf,
-               "accuracy_ours": acc_ours, "accuracy_arf": acc_arf, "settled": float(settled),
-               "recovery_ours": rec_ours, "recovery_arf": rec_arf, "drifts_ours": ours.n_drifts_detected}
+               **{key: float(np.mean([r[key] for r in runs])) for key in RUN_MEANS},
+               **{key: _median_recovery([r[key] for r in runs]) for key in ("recovery_ours", "recovery_arf")},
+               "drifts_ours": float(np.median([r["drifts_ours"] for r in runs]))}
+        if reps > 1:
+            row["runs"] = runs
         rows.append(row)
+        rec_ours, rec_arf = row["recovery_ours"], row["recovery_arf"]
         ratio = f"{rec_ours / max(rec_arf, 1):.2f}" if rec_ours is not None and rec_arf is not None else "-"
-        print(f"{name:<26} {auc_ours:>11.4f} {auc_arf:>7.4f} {exact_ours:>10.4f} {exact_arf:>7.4f} "
-              f"{acc_ours:>13.4f} {acc_arf:>7.4f} "
-              f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {ours.n_drifts_detected:>6}", flush=True)
+        print(f"{name:<26} {row['rocauc_ours']:>11.4f} {row['rocauc_arf']:>7.4f} {row['exact_auc_ours']:>10.4f} "
+              f"{row['exact_auc_arf']:>7.4f} {row['accuracy_ours']:>13.4f} {row['accuracy_arf']:>7.4f} "
+              f"{_samples(rec_ours):>13} {_samples(rec_arf):>6} {ratio:>6} {row['drifts_ours']:>6g}", flush=True)
     seeds = sorted({r["seed"] for r in rows})
     kinds = list(dict.fromkeys(r["kind"] for r in rows))
     untuned = [r for r in rows if r["seed"] in untuned_seeds or r["kind"] in UNTUNED_KINDS]
@@ -260,6 +262,33 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES,
         if group:
             print(f"{label} ({len(group)}): {recovery_summary(group)}")
     return rows
+
+
+#: The figures of one run of both models that a row of the recovery table averages over the model seeds.
+RUN_MEANS = ("rocauc_ours", "rocauc_arf", "exact_auc_ours", "exact_auc_arf", "accuracy_ours", "accuracy_arf",
+             "settled")
+
+
+def recovery_run(samples: list[Sample], position: int, model_seed: int, refresh_backoff: int = 1) -> dict:
+    """Ours and ARF with one model seed on one stream of the recovery table: ROCAUC, exact AUC, accuracy, the settled
+    accuracy (the better tail of the two) and each one's recovery."""
+    ours = ForestClassifier(seed=model_seed, refresh_backoff=refresh_backoff)
+    p_ours, p_arf = [], []
+    auc_ours, acc_ours, right_ours = progressive(ours, samples, p_ours)
+    auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=model_seed), samples, p_arf)
+    settled = max(right_ours[-RECOVERY_TAIL:].mean(), right_arf[-RECOVERY_TAIL:].mean())
+    rec_ours, rec_arf = (recovery(r, position, 0.95 * settled) for r in (right_ours, right_arf))
+    return {"model_seed": model_seed, "rocauc_ours": auc_ours, "rocauc_arf": auc_arf,
+            "exact_auc_ours": exact_auc(samples, p_ours), "exact_auc_arf": exact_auc(samples, p_arf),
+            "accuracy_ours": acc_ours, "accuracy_arf": acc_arf, "settled": float(settled),
+            "recovery_ours": rec_ours, "recovery_arf": rec_arf, "drifts_ours": ours.n_drifts_detected}
+
+
+def _median_recovery(recoveries: list[int | None]) -> int | None:
+    """The median of some runs' recoveries, a recovery never reached ranking last (``None`` if the median is one)."""
+    never = 2 * RECOVERY_N
+    median = int(np.median([never if r is None else r for r in recoveries]))
+    return None if median >= never else median
 
 
 def recovery_summary(rows: list[dict]) -> str:
@@ -331,12 +360,17 @@ def main(argv: list[str] | None = None) -> int:
                          "every combination with --recovery-positions and --recovery-widths")
     ap.add_argument("--recovery-positions", type=int_list, default=(1400, 2600),
                     help="positions of the change with --recovery-seeds (default 1400,2600)")
+    ap.add_argument("--recovery-reps", type=int, default=1,
+                    help="model seeds 1..N per stream of the recovery table, both models; a row holds their means "
+                         "(default 1)")
     ap.add_argument("--recovery-widths", type=int_list, default=(1, 50, 200),
                     help="widths of the change with --recovery-seeds, 1 abrupt (default 1,50,200)")
     ap.add_argument("--refresh-backoff", type=int, default=1,
                     help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
                          "not stale (default 1: it does not)")
     args = ap.parse_args(argv)
+    if args.recovery_reps < 1:
+        ap.error(f"--recovery-reps must be a positive integer, got {args.recovery_reps}")
     if args.refresh_backoff < 1:
         ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
 
@@ -400,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.recovery_seeds:
         changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
         untuned = args.recovery_seeds
-    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned, args.refresh_backoff)
+    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned, args.refresh_backoff,
+                                                                  args.recovery_reps)
 
     import river
 

@@ -429,6 +429,22 @@ def test_the_benchmarks_exact_auc_ranks_what_rivers_ten_thresholds_tie():
     assert math.isnan(exact_auc([({}, 1), ({}, 1)], [{1: 1.0}, {1: 1.0}]))
 
 
+def test_the_recovery_tables_rows_over_model_seeds_take_the_median_recovery_with_never_ranking_last():
+    # ``--recovery-reps``: a row is the mean of the model seeds' figures and the median of their recoveries; a
+    # recovery never reached is the longest, and a median that falls on one is "never".
+    from scenarios.benchmarks.river import _median_recovery, drift_stream, recovery_run
+
+    assert _median_recovery([30, None, 10]) == 30
+    assert _median_recovery([None, None, 10]) is None
+    assert _median_recovery([10, 20]) == 15
+    stream = drift_stream("stagger", 300, width=1, n=1300, seed=5)
+    runs = [recovery_run(stream, 300, model_seed) for model_seed in (1, 2)]
+    assert [r["model_seed"] for r in runs] == [1, 2]
+    # Another model seed is another forest: the two runs do not predict alike on every sample.
+    assert runs[0]["exact_auc_ours"] != runs[1]["exact_auc_ours"]
+    assert all(0.9 < r["accuracy_ours"] <= 1 and r["recovery_ours"] is not None for r in runs)
+
+
 def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     # STAGGER rule 0 -> 2 over a transition of 100 samples: the drift is detected while both rules still mix, and
     # a forest grown on the mixed samples would go on voting for the old rule. The old rule's forest follows the
