@@ -471,7 +471,7 @@ class ForestDriver:
     # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
     # thread count at all (that cost 10% of the time of a stream), nor does the detector's batch: its samples
     # (DRIFT_BATCH as a rule) are fewer than SERIAL_BELOW, routed by the serial kernels (a larger batch gets one
-    # thread from threads_for when small), and a cut it makes grows through _replace.
+    # thread from threads_for when small), and a cut it makes grows through _grow.
 
     def _grown(self) -> None:
         """After a growth: the schedule counts from here, and the alive trees are packed once for the predictions
@@ -488,12 +488,7 @@ class ForestDriver:
         """A generation with no forced feature on the samples :meth:`_training_order` gives (the window but
         through a classifier's transition), replacing every older generation while the old concept's forest errs
         often (see :data:`REPLACE_OLD_ERROR`)."""
-        if self._old is not None and not self.regression and self._old_errs_often():
-            self._replace(trim=True)
-        else:
-            self._set_samples(trim=True)
-            self.forest.refresh()
-            self._grown()
+        self._grow(trim=True, replace=self._old is not None and not self.regression and self._old_errs_often())
         self._backoff()
 
     def _old_errs_often(self) -> bool:
@@ -551,14 +546,15 @@ class ForestDriver:
         return w.order(n) if n > 0 else None
 
     @single_thread()
-    def _replace(self, trim: bool = False) -> None:
-        """A generation on the window (``trim``: on the samples :meth:`_training_order` gives) that replaces every
-        older one: the trees grown on the old concept stop voting at once (as ARF replaces a tree whose detector
-        fired), the bins stay those of the current forest."""
+    def _grow(self, trim: bool = False, replace: bool = False) -> None:
+        """A generation on the window (``trim``: on the samples :meth:`_training_order` gives); ``replace``: it
+        replaces every older one, so the trees grown on the old concept stop voting at once (as ARF replaces a tree
+        whose detector fired), the bins staying those of the current forest."""
         self._set_samples(trim)
         threshold = self.forest.prune_threshold
-        # Pruning drops every generation whose share is under the threshold, never the newest.
-        self.forest.set_params(prune_threshold=REPLACE_THRESHOLD)
+        if replace:
+            # Pruning drops every generation whose share is under the threshold, never the newest.
+            self.forest.set_params(prune_threshold=REPLACE_THRESHOLD)
         try:
             self.forest.refresh()
         finally:
@@ -598,7 +594,7 @@ class ForestDriver:
         self._rise_temper = 0.0
         self._restart_due = True
         self._errors[:] = np.nan
-        self._replace()
+        self._grow(replace=True)
 
     def _detect(self) -> int:
         """Feed the detector the errors of the samples not yet scored; on a rise of the error, how many of the latest
