@@ -285,10 +285,10 @@ def recovery_run(samples: list[Sample], position: int, model_seed: int, refresh_
 
 
 def _median_recovery(recoveries: list[int | None]) -> int | None:
-    """The median of some runs' recoveries, a recovery never reached ranking last (``None`` if the median is one)."""
-    never = 2 * RECOVERY_N
-    median = int(np.median([never if r is None else r for r in recoveries]))
-    return None if median >= never else median
+    """The median of some runs' recoveries (the upper one of an even count: a run's own figure, not a mean with
+    "never"), a recovery never reached ranking last (``None`` if the median is one)."""
+    ranked = sorted(recoveries, key=lambda r: (r is None, r or 0))
+    return ranked[len(ranked) // 2]
 
 
 def recovery_summary(rows: list[dict]) -> str:

@@ -430,13 +430,14 @@ def test_the_benchmarks_exact_auc_ranks_what_rivers_ten_thresholds_tie():
 
 
 def test_the_recovery_tables_rows_over_model_seeds_take_the_median_recovery_with_never_ranking_last():
-    # ``--recovery-reps``: a row is the mean of the model seeds' figures and the median of their recoveries; a
-    # recovery never reached is the longest, and a median that falls on one is "never".
+    # ``--recovery-reps``: a row is the mean of the model seeds' figures and the median of their recoveries (the
+    # upper one of an even count); a recovery never reached is the longest, and a median that falls on one is "never".
     from scenarios.benchmarks.river import _median_recovery, drift_stream, recovery_run
 
     assert _median_recovery([30, None, 10]) == 30
     assert _median_recovery([None, None, 10]) is None
-    assert _median_recovery([10, 20]) == 15
+    assert _median_recovery([20, 10]) == 20
+    assert _median_recovery([10, None]) is None
     stream = drift_stream("stagger", 300, width=1, n=1300, seed=5)
     runs = [recovery_run(stream, 300, model_seed) for model_seed in (1, 2)]
     assert [r["model_seed"] for r in runs] == [1, 2]
