@@ -283,7 +283,8 @@ def test_csv_read_in_blocks_gives_the_whole_files_tables(tmp_path, monkeypatch):
 
 
 def test_a_table_that_links_to_itself_subsets_and_loops(tmp_path):
-    # an order's previous order: the link makes a cycle below the target, which subsetting used to wait on for ever
+    # an order's previous order: the link makes a cycle below the target; subsetting keeps the rows by the parents
+    # kept so far rather than waiting for the table itself
     rng = np.random.default_rng(0)
     (tmp_path / "c.csv").write_text("cid,y\n" + "".join(f"c{i},{i % 2}\n" for i in range(60)))
     rows = [f"o{k},c{k % 60},{f'o{k - 60}' if k >= 60 else ''},{rng.normal() + (k % 60) % 2}\n" for k in range(180)]
