@@ -631,6 +631,42 @@ def test_the_rise_scan_finds_where_the_error_rose_in_the_ring():
     assert rise_point(np.full(1000, np.nan), 0, 1000, 8, 4) == (0.0, 0)
 
 
+def test_the_rise_scan_of_a_regressors_errors_takes_their_size():
+    # Absolute errors falling from 2 to 1 (a learning curve), then rising to 1.8: normal likelihoods with one
+    # variance; steady errors show no rise, and errors all alike none at all.
+    rng = np.random.default_rng(0)
+    errors = np.abs(np.concatenate([rng.normal(2, 0.5, 300), rng.normal(1, 0.5, 600), rng.normal(1.8, 0.5, 100)]))
+    ring = np.roll(errors, 137)
+    llr, after = rise_point(ring, 137, 1000, 8, 4, False)
+    assert llr > 12 and 92 <= after <= 108
+    assert rise_point(ring, 137, 900, 8, 4, False)[0] < 12  # before the rise: only the fall
+    steady = np.abs(rng.normal(1, 0.5, 2000))
+    assert rise_point(steady, 0, 2000, 8, 4, False)[0] < 12
+    assert rise_point(np.ones(1000), 0, 1000, 8, 4, False) == (0.0, 0)
+    # The same ring as 0/1 errors (above 1.5) rises at the same point.
+    assert 92 <= rise_point((ring > 1.5).astype(float), 137, 1000, 8, 4)[1] <= 108
+
+
+def test_a_regressors_error_rising_after_its_learning_curve_cuts_the_window_and_the_old_forest_predicts_meanwhile():
+    # River's FriedmanDrift, a global abrupt change at 2,000. ADWIN signals it at once, but the most likely change of
+    # the whole window's errors is the fall of the young forest's learning curve, so the detector alone cut nothing
+    # until 2,810 (then forgot its history). The scan of the window's errors finds the rise: the window is cut
+    # within 50 samples of the change, and the old forest predicts while it errs less than the one regrown on the
+    # few samples kept.
+    stream = list(synth.FriedmanDrift(drift_type="gra", position=(2000, 5000), seed=4).take(2600))
+    model = ForestRegressor(seed=1)
+    cut, old_predicted = None, 0
+    for i, (x, y) in enumerate(stream):
+        model.predict_one(x)
+        old_predicted += model._driver._use_old
+        model.learn_one(x, y)
+        if cut is None and model.n_drifts_detected:
+            cut = i
+    assert cut is not None and 2000 <= cut < 2050
+    assert len(model._driver.window) < 600
+    assert 0 < old_predicted < 100
+
+
 def first_drift(stream: list) -> int | None:
     """The sample at which a ForestClassifier learning ``stream`` first detects a drift (None: never)."""
     model = ForestClassifier(seed=1)
@@ -939,3 +975,21 @@ def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_repla
     monkeypatch.setattr(driver, "TRANSITION_RECENT", 0.0)
     right_without = progressive(ForestClassifier(seed=1), stream)[2]
     assert right[1400:].sum() > right_without[1400:].sum()
+
+
+def test_the_regression_benchmark_scores_both_models_and_the_error_after_each_change(tmp_path):
+    # ``scenarios.benchmarks.river_regression``: ours and River's scaled ARFRegressor on the same samples, each
+    # row's ratio from the same run; a drift stream's recovery is the MAE of the samples after each change.
+    import json
+
+    from scenarios.benchmarks import river_regression as bench
+
+    assert bench.after_changes(np.arange(10.0), (2, 6), after=3) == [3.0, 7.0]
+    out = tmp_path / "rr.json"
+    assert bench.main(["--only", "trump", "--reps", "1", "--out", str(out), "--check"]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["n_samples"] == 1001 and row["changes"] == []
+    assert row["mae_ratio"] == pytest.approx(row["mae_ours"] / row["mae_arf"])
+    assert 0 < row["mae_ours"] < row["mae_arf"]
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "nope", "--out", str(out)])
