@@ -60,7 +60,7 @@ def rise_point(errors: np.ndarray, start: int, length: int, min_side: int, strid
     if m < 2 * min_side:
         return best, after
     whole = _loglik(total, m) if binary else _squares(total, total2, m)
-    if not binary and whole <= 0.0:  # every error alike
+    if not binary and whole <= 1e-12 * total2:  # every error alike (up to rounding: no variance to compare by)
         return best, after
     k0 = 0.0
     q0 = 0.0

@@ -643,6 +643,7 @@ def test_the_rise_scan_of_a_regressors_errors_takes_their_size():
     steady = np.abs(rng.normal(1, 0.5, 2000))
     assert rise_point(steady, 0, 2000, 8, 4, False)[0] < 12
     assert rise_point(np.ones(1000), 0, 1000, 8, 4, False) == (0.0, 0)
+    assert rise_point(np.full(1000, 0.1) + np.arange(1000) * 1e-17, 0, 1000, 8, 4, False) == (0.0, 0)
     # The same ring as 0/1 errors (above 1.5) rises at the same point.
     assert 92 <= rise_point((ring > 1.5).astype(float), 137, 1000, 8, 4)[1] <= 108
 
