@@ -16,7 +16,10 @@ detector) and
 same seed); the table shows median ROCAUC, median accuracy, median samples per second over the repetitions, their
 ratio, and how many drifts ours detected (median). Last
 come ``ForestEncoder() | LogisticRegression()`` (River's defaults) and the same with a larger SGD step, on Phishing.
-Datasets are materialised in memory first, so reading them costs neither model. River's ``ROCAUC`` is its default
+Then multiclass streams, with accuracy and Cohen's kappa (River's ``ROCAUC`` is binary): Waveform (3 classes),
+LEDDrift (10 classes, 4 drifting features), LEDDrift switching abruptly from 1 to 7 drifting features at mid-stream,
+and RandomRBF with moving centroids and 4 classes. Datasets are materialised in memory first, so reading them costs
+neither model. River's ``ROCAUC`` is its default
 approximation (10 thresholds), as everyone using it gets.
 
 Then the recovery after a change of concept, on streams other than those above (other seeds, 4,000 samples):
@@ -142,6 +145,62 @@ def load_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]
         "phishing_trapezoidal": ("Phishing, feature j from row j*n/(2d)", lambda: trapezoidal(phishing())),
         "phishing_haphazard": ("Phishing, each feature present with p=0.5", lambda: haphazard(phishing())),
     }
+
+
+def multiclass_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]]]]:
+    """The multiclass streams: name -> (description, loader of the samples as a list)."""
+    n = 2000 if quick else 5000
+
+    def led(drifting: int, seed: int) -> synth.LEDDrift:
+        return synth.LEDDrift(seed=seed, noise_percentage=0.1, irrelevant_features=True, n_drift_features=drifting)
+
+    return {
+        "waveform": (f"synth.Waveform, 3 classes ({n:,} x 21)", lambda: list(synth.Waveform(seed=1).take(n))),
+        "led_drift": (f"synth.LEDDrift, 10 classes, 4 drifting features ({n:,} x 24)",
+                      lambda: list(led(4, 1).take(n))),
+        "led_abrupt": (f"LEDDrift, 1 -> 7 drifting features, abrupt at {n // 2:,} ({n:,} x 24)",
+                       lambda: abrupt(led(1, 1), led(7, 2), n)),
+        "randomrbf4_drift": (f"synth.RandomRBFDrift, 4 classes, moving centroids ({n:,} x 10)",
+                             lambda: list(synth.RandomRBFDrift(seed_model=1, seed_sample=1, n_classes=4, n_features=10,
+                                                               change_speed=0.001, n_drift_centroids=50).take(n))),
+    }
+
+
+def multiclass_score(model: Any, samples: list[Sample]) -> tuple[float, float, float]:
+    """Accuracy and Cohen's kappa of progressive validation (River's ``ROCAUC`` is binary), and samples per
+    second."""
+    acc, kappa = metrics.Accuracy(), metrics.CohenKappa()
+    start = time.perf_counter()
+    evaluate.progressive_val_score(samples, model, acc + kappa)
+    return float(acc.get()), float(kappa.get()), len(samples) / (time.perf_counter() - start)
+
+
+def multiclass_table(names: list[str], quick: bool, reps: int, refresh_backoff: int = 1) -> list[dict]:
+    """Ours and ARF on the multiclass streams ``names``, the model seeds 1..``reps``: medians, printed."""
+    table = multiclass_datasets(quick)
+    rows = []
+    if names:
+        print(f"\nmulticlass streams (accuracy and Cohen's kappa; medians of model seeds 1..{reps})")
+        print(f"{'dataset':<22} {'accuracy ours':>13} {'ARF':>7} {'kappa ours':>10} {'ARF':>7} {'samples/s ours':>15} "
+              f"{'ARF':>7} {'ratio':>6}")
+    for name in names:
+        description, load = table[name]
+        samples = load()
+        ours, arf = [], []
+        for seed in range(1, reps + 1):  # interleaved, as the binary table
+            ours.append(multiclass_score(ForestClassifier(seed=seed, refresh_backoff=refresh_backoff), samples))
+            arf.append(multiclass_score(forest.ARFClassifier(seed=seed), samples))
+        row = {"dataset": name, "description": description, "n_samples": len(samples), "runs_ours": ours,
+               "runs_arf": arf}
+        for i, key in enumerate(("accuracy", "kappa", "sps")):
+            row[f"{key}_ours"] = statistics.median(r[i] for r in ours)
+            row[f"{key}_arf"] = statistics.median(r[i] for r in arf)
+        row["speed_ratio"] = row["sps_ours"] / row["sps_arf"]
+        rows.append(row)
+        print(f"{name:<22} {row['accuracy_ours']:>13.4f} {row['accuracy_arf']:>7.4f} {row['kappa_ours']:>10.4f} "
+              f"{row['kappa_arf']:>7.4f} {row['sps_ours']:>15,.0f} {row['sps_arf']:>7,.0f} "
+              f"{row['speed_ratio']:>6.1f}", flush=True)
+    return rows
 
 
 #: The concept changes of the recovery table: (first, second) generators from one seed.
@@ -374,16 +433,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.refresh_backoff < 1:
         ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
 
-    table = load_datasets(args.quick)
-    names = list(table) if not args.only else [n for n in args.only.split(",") if n]
-    unknown = [n for n in names if n not in table]
+    table, multiclass = load_datasets(args.quick), multiclass_datasets(args.quick)
+    names = [*table, *multiclass] if not args.only else [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in table and n not in multiclass]
     if unknown:
-        print(f"unknown datasets {unknown}; choose among {list(table)}", file=sys.stderr)
+        print(f"unknown datasets {unknown}; choose among {[*table, *multiclass]}", file=sys.stderr)
         return 2
+    multiclass_names = [n for n in names if n in multiclass]
+    names = [n for n in names if n in table]
     warm_up()
     rows = []
-    print(f"{'dataset':<22} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'samples/s ours':>15} "
-          f"{'ARF':>7} {'ratio':>6} {'drifts':>6}  target")
+    if names:
+        print(f"{'dataset':<22} {'ROCAUC ours':>11} {'ARF':>7} {'accuracy ours':>13} {'ARF':>7} {'samples/s ours':>15} "
+              f"{'ARF':>7} {'ratio':>6} {'drifts':>6}  target")
     for name in names:
         description, load = table[name]
         reason = needs_download(name)
@@ -430,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
             encoders.append(row)
             print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
+    multiclass_rows = multiclass_table(multiclass_names, args.quick, args.reps, args.refresh_backoff)
+
     changes, untuned = RECOVERY_CHANGES, UNTUNED_SEEDS
     if args.recovery_seeds:
         changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
@@ -443,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
               "ours": "ForestClassifier() defaults", "refresh_backoff": args.refresh_backoff,
               "arf": "river.forest.ARFClassifier() defaults",
               "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders,
+              "multiclass": multiclass_rows,
               "recovery": recoveries}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))

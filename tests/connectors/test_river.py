@@ -994,3 +994,16 @@ def test_the_regression_benchmark_scores_both_models_and_the_error_after_each_ch
     assert 0 < row["mae_ours"] < row["mae_arf"]
     with pytest.raises(SystemExit):
         bench.main(["--only", "nope", "--out", str(out)])
+
+
+def test_the_river_benchmarks_multiclass_table_scores_both_models_on_the_same_samples():
+    # Accuracy and Cohen's kappa of ours and ARF per multiclass stream, medians over the model seeds, speed ratio of
+    # the same run; a row's figures are its runs'.
+    from scenarios.benchmarks.river import multiclass_datasets, multiclass_table
+
+    assert set(multiclass_datasets(quick=True)) == {"waveform", "led_drift", "led_abrupt", "randomrbf4_drift"}
+    (row,) = multiclass_table(["waveform"], quick=True, reps=1)
+    assert row["n_samples"] == 2000 and len({y for _, y in multiclass_datasets(True)["waveform"][1]()}) == 3
+    assert row["accuracy_ours"] == row["runs_ours"][0][0] and row["kappa_arf"] == row["runs_arf"][0][1]
+    assert 0.6 < row["accuracy_ours"] <= 1 and 0.6 < row["accuracy_arf"] <= 1 and 0 < row["kappa_ours"] < 1
+    assert row["speed_ratio"] == pytest.approx(row["sps_ours"] / row["sps_arf"])
