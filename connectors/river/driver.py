@@ -962,8 +962,9 @@ class ForestDriver:
 
     # ------------------------------------------------------------------ inference
 
-    def _row(self, x: Mapping[Hashable, Any]) -> dict[str, Any]:
-        return {name: x.get(key) for key, name in self._forest_keys}
+    def _row(self, x: Mapping[Hashable, Any], keys: list[tuple[Hashable, str]] | None = None) -> dict[str, Any]:
+        """``x`` as a row of the forest whose features are ``keys`` (default: the current forest's)."""
+        return {name: x.get(key) for key, name in (self._forest_keys if keys is None else keys)}
 
     def predict_proba(self, x: Mapping[Hashable, Any]) -> dict[Hashable, float]:
         """Class probabilities: the forest's, or the label prior before it exists; every seen label is a key."""
@@ -972,7 +973,7 @@ class ForestDriver:
             return {lab: c / total for lab, c in zip(self.labels, self._label_counts, strict=True)} if total else {}
         if self._use_old:
             old, keys = self._old
-            p = old.predict_proba({name: x.get(key) for key, name in keys})[0]
+            p = old.predict_proba(self._row(x, keys))[0]
             classes = self._old_classes
         else:
             named = self._row(x)
@@ -1008,7 +1009,7 @@ class ForestDriver:
         share (see :meth:`_note_duel`); a class the current forest does not know keeps no share."""
         old, keys = self._old
         share = self._old_share
-        p_old = dict(zip(self._old_classes, old.predict_proba({name: x.get(key) for key, name in keys})[0].tolist(),
+        p_old = dict(zip(self._old_classes, old.predict_proba(self._row(x, keys))[0].tolist(),
                          strict=True))
         mixed = (1 - share) * p + share * np.array([p_old.get(c, 0.0) for c in classes])
         return mixed / mixed.sum()
@@ -1019,7 +1020,7 @@ class ForestDriver:
             return float(self.window.labels().mean()) if self.window is not None and len(self.window) else 0.0
         if self._use_old:
             old, keys = self._old
-            return float(old.predict({name: x.get(key) for key, name in keys})[0])
+            return float(old.predict(self._row(x, keys))[0])
         return float(self.forest.predict(self._row(x))[0])
 
     def encode(self, x: Mapping[Hashable, Any], options: EncodeOptions) -> dict[int, float]:

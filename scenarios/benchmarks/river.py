@@ -19,8 +19,7 @@ come ``ForestEncoder() | LogisticRegression()`` (River's defaults) and the same 
 Then multiclass streams, with accuracy and Cohen's kappa (River's ``ROCAUC`` is binary): Waveform (3 classes),
 LEDDrift (10 classes, 4 drifting features), LEDDrift switching abruptly from 1 to 7 drifting features at mid-stream,
 and RandomRBF with moving centroids and 4 classes. Datasets are materialised in memory first, so reading them costs
-neither model. River's ``ROCAUC`` is its default
-approximation (10 thresholds), as everyone using it gets.
+neither model. River's ``ROCAUC`` is its default approximation (10 thresholds), as everyone using it gets.
 
 Then the recovery after a change of concept, on streams other than those above (other seeds, 4,000 samples):
 STAGGER rule 0 -> 2, SEA variant 0 -> 3, Agrawal function 0 -> 2 and Agrawal function 4 -> 7; with seed 11, the
@@ -169,10 +168,8 @@ def multiclass_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[S
 def multiclass_score(model: Any, samples: list[Sample]) -> tuple[float, float, float]:
     """Accuracy and Cohen's kappa of progressive validation (River's ``ROCAUC`` is binary), and samples per
     second."""
-    acc, kappa = metrics.Accuracy(), metrics.CohenKappa()
-    start = time.perf_counter()
-    evaluate.progressive_val_score(samples, model, acc + kappa)
-    return float(acc.get()), float(kappa.get()), len(samples) / (time.perf_counter() - start)
+    (acc, kappa), sps = timed_score(model, samples, metrics.Accuracy(), metrics.CohenKappa())
+    return acc, kappa, sps
 
 
 def multiclass_table(names: list[str], quick: bool, reps: int, refresh_backoff: int = 1) -> list[dict]:
@@ -381,12 +378,17 @@ def needs_download(name: str) -> str:
     return ""
 
 
+def timed_score(model: Any, samples: list[Sample], *scores: metrics.base.Metric) -> tuple[list[float], float]:
+    """The ``scores`` of progressive validation (each sample predicted, then learned) and samples per second."""
+    start = time.perf_counter()
+    evaluate.progressive_val_score(samples, model, sum(scores[1:], scores[0]))
+    return [float(m.get()) for m in scores], len(samples) / (time.perf_counter() - start)
+
+
 def score(model: Any, samples: list[Sample]) -> tuple[float, float, float]:
     """ROCAUC and accuracy of progressive validation, and samples per second."""
-    auc, acc = metrics.ROCAUC(), metrics.Accuracy()
-    start = time.perf_counter()
-    evaluate.progressive_val_score(samples, model, auc + acc)
-    return float(auc.get()), len(samples) / (time.perf_counter() - start), float(acc.get())
+    (auc, acc), sps = timed_score(model, samples, metrics.ROCAUC(), metrics.Accuracy())
+    return auc, sps, acc
 
 
 #: The encoder pipelines on Phishing: the issue's (River's default LogisticRegression) and one with a larger step.
