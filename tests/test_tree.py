@@ -422,6 +422,31 @@ def test_splits_of_large_nodes_are_the_best_ones(task):
     assert checked >= 3 and depth.max() == 3
 
 
+def test_every_split_of_a_multiclass_tree_on_numeric_columns_is_the_best_one():
+    # Four classes, numeric columns, nothing missing: nodes of over 512 samples scan stored histograms, nodes of 256
+    # to 512 dense ones, smaller nodes the bins they touch; at every depth the split is the brute-force best.
+    rng = np.random.default_rng(23)
+    n, d = 1500, 4
+    X = rng.normal(size=(n, d))
+    data = bin_columns([X[:, j] for j in range(d)])
+    y = np.digitize(X[:, 0] - X[:, 1] * X[:, 2] + rng.normal(scale=0.7, size=n), [-1.0, 0.0, 1.0])
+    stats = np.eye(4)[y]
+    trees = grow_tree(data, y, max_depth=7, min_samples_leaf=3)
+    node_of = np.zeros(n, dtype=np.int64)
+    sizes = []
+    for _ in range(7):
+        for node in np.unique(node_of):
+            if trees.left[node] < 0:
+                continue
+            members = node_of == node
+            sizes.append(int(members.sum()))
+            expected = _best_gain_brute_force(data.Xb[:, members], stats[members], False, 3)
+            assert trees.gain[node] == pytest.approx(expected, rel=1e-12), (node, sizes[-1])
+            go_left = data.Xb[trees.feature[node], members] <= trees.threshold[node]
+            node_of[np.flatnonzero(members)] = np.where(go_left, trees.left[node], trees.right[node])
+    assert max(sizes) > 512 and any(256 <= s < 512 for s in sizes) and sum(s < 256 for s in sizes) >= 20
+
+
 @pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
 def test_untracked_histograms_of_large_nodes_grow_the_same_trees(task):
     # Nodes of at least `dense_from` samples fill histograms without tracking the bins they touch and scan every

@@ -284,6 +284,79 @@ def _scan_two_stats_bins(j, Hj, parent, parent_score, is_reg, min_samples_leaf, 
 
 
 @njit(inline="always")
+def _many_stats_trial(left, parent, parent_score, min_samples_leaf, j, thr, upper, best):
+    """``best`` updated with the numeric split sending class counts ``left`` of the node's ``parent`` left at
+    threshold bin ``thr``, the next bin present being ``upper``, nothing missing (more than two classes). The sums
+    are :func:`_scan_general`'s, in its order (its missing values' zeros left out change no sum): the same
+    gains, so the same trees, without its modes and missing-value sides."""
+    wl = 0.0
+    sl = 0.0
+    wr = 0.0
+    sr = 0.0
+    for k in range(left.shape[0]):
+        lk = left[k]
+        rk = parent[k] - lk
+        wl += lk
+        sl += lk * lk
+        wr += rk
+        sr += rk * rk
+    if wl < min_samples_leaf or wr < min_samples_leaf or wl <= 0 or wr <= 0:
+        return best
+    gain = (sl / wl + sr / wr) - parent_score
+    if gain > best.gain:
+        return Split(gain, j, thr, wl >= wr, False, upper)
+    return best
+
+
+@njit(inline="always")
+def _scan_many_stats_touched(j, bins, parent, parent_score, min_samples_leaf, scan, best):
+    """:func:`_scan_two_stats_touched` for classification of more than two classes, the left side's counts in
+    ``scan.left``."""
+    seen, h = bins.seen, bins.hist
+    left = scan.left
+    n_stats = left.shape[0]
+    set_all(left, 0.0)
+    prev = -1
+    for word in range(BIN_WORDS):
+        bits = seen[word]
+        while bits != np.uint64(0):
+            low = bits & (~bits + np.uint64(1))
+            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            bits ^= low
+            if prev >= 0:
+                best = _many_stats_trial(left, parent, parent_score, min_samples_leaf, j, prev, b, best)
+            for k in range(n_stats):
+                left[k] += h[b, k]
+                h[b, k] = 0.0
+            prev = b
+        seen[word] = np.uint64(0)
+    return best
+
+
+@njit(inline="always")
+def _scan_many_stats_bins(j, Hj, parent, parent_score, min_samples_leaf, scan, best, clear):
+    """:func:`_scan_two_stats_bins` for classification of more than two classes."""
+    left = scan.left
+    n_stats = left.shape[0]
+    set_all(left, 0.0)
+    prev = -1
+    for b in range(MISSING_BIN):
+        w = 0.0
+        for k in range(n_stats):
+            w += Hj[b, k]
+        if w <= 0:
+            continue
+        if prev >= 0:
+            best = _many_stats_trial(left, parent, parent_score, min_samples_leaf, j, prev, b, best)
+        for k in range(n_stats):
+            left[k] += Hj[b, k]
+            if clear:
+                Hj[b, k] = 0.0
+        prev = b
+    return best
+
+
+@njit(inline="always")
 def _stored_histogram(Hj, is_reg, bins) -> int:
     """The present bins of a stored histogram, in order (``bins.ids``, ``bins.stats``), the missing ones in
     ``bins.missing``."""
@@ -499,18 +572,26 @@ def best_split(data, settings, work, n_cand, start, end, stored):
         j = work.cand[cj]
         f = work.feats[j]
         nominal = data.is_nominal[f]
-        # The common case (numeric, two statistics, nothing missing) is scanned straight from the histogram; the
-        # general scan works on a compact copy of the present bins.
+        # The common case (numeric, nothing missing) is scanned straight from the histogram, in scalars for two
+        # statistics; the general scan works on a compact copy of the present bins.
         two_stats = not nominal and n_stats == 2
+        many_stats = not nominal and n_stats > 2
         if stored.shape[0] > 0:
-            if two_stats and weight(stored[j, MISSING_BIN], is_reg) == 0:
-                best = _scan_two_stats_bins(j, stored[j], parent, parent_score, is_reg, min_leaf, best, False)
+            if (two_stats or many_stats) and weight(stored[j, MISSING_BIN], is_reg) == 0:
+                if two_stats:
+                    best = _scan_two_stats_bins(j, stored[j], parent, parent_score, is_reg, min_leaf, best, False)
+                else:
+                    best = _scan_many_stats_bins(j, stored[j], parent, parent_score, min_leaf, work.scan, best,
+                                                 False)
                 continue
             n_present = _stored_histogram(stored[j], is_reg, bins)
         elif end - start >= settings.dense_from:
             fill_dense(data.columns, f, work.samples, start, end, is_reg, h)
-            if two_stats and weight(h[MISSING_BIN], is_reg) == 0:
-                best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, min_leaf, best, True)
+            if (two_stats or many_stats) and weight(h[MISSING_BIN], is_reg) == 0:
+                if two_stats:
+                    best = _scan_two_stats_bins(j, h, parent, parent_score, is_reg, min_leaf, best, True)
+                else:
+                    best = _scan_many_stats_bins(j, h, parent, parent_score, min_leaf, work.scan, best, True)
                 continue
             n_present = _stored_histogram(h, is_reg, bins)
             set_all_2d(h, 0.0)
@@ -518,6 +599,9 @@ def best_split(data, settings, work, n_cand, start, end, stored):
             _fill_histogram(data.columns, f, work.samples, start, end, is_reg, bins)
             if two_stats and weight(bins.missing, is_reg) == 0:
                 best = _scan_two_stats_touched(j, bins, parent, parent_score, is_reg, min_leaf, best)
+                continue
+            if many_stats and weight(bins.missing, is_reg) == 0:
+                best = _scan_many_stats_touched(j, bins, parent, parent_score, min_leaf, work.scan, best)
                 continue
             n_present = _take_present(bins)
         best = _scan_general(j, nominal, n_present, parent_score, data, min_leaf, settings.min_category_size, work,
