@@ -996,6 +996,29 @@ def test_the_regression_benchmark_scores_both_models_and_the_error_after_each_ch
         bench.main(["--only", "nope", "--out", str(out)])
 
 
+def test_the_families_benchmark_scores_both_models_on_streams_of_the_families_it_names(tmp_path):
+    # ``scenarios.benchmarks.river_families``: generators the drift handling was never tuned on; a row's means are
+    # its runs', a binary row also holds the exact AUC and log loss of the same predictions.
+    import json
+
+    from scenarios.benchmarks import river_families as bench
+
+    three = bench.STREAMS["stagger_three"][1](5)
+    assert len(three) == bench.N and three[:1000] == list(itertools.islice(synth.STAGGER(0, seed=5), 1000))
+    assert three[3000:3100] == list(itertools.islice(synth.STAGGER(0, seed=8), 100))
+    assert bench.log_loss([({}, True), ({}, False)], [{True: 1.0}, {}]) == pytest.approx(math.log(2) / 2)
+    out = tmp_path / "rf.json"
+    assert bench.main(["--only", "stagger10_early,led03", "--reps", "1", "--out", str(out), "--check"]) == 0
+    binary, multi = json.loads(out.read_text())["rows"]
+    assert binary["binary"] and not multi["binary"] and binary["n_samples"] == multi["n_samples"] == bench.N
+    assert binary["rocauc_ours"] == binary["runs_ours"][0]["rocauc"] and "kappa_arf" in multi
+    assert 0.9 < binary["exact_auc_ours"] <= 1 and 0 < binary["log_loss_ours"] < binary["log_loss_arf"]
+    assert multi["accuracy_ours"] >= multi["accuracy_arf"] > 0.5
+    assert binary["speed_ratio"] == pytest.approx(binary["sps_ours"] / binary["sps_arf"])
+    with pytest.raises(SystemExit):
+        bench.main(["--only", "nope", "--out", str(out)])
+
+
 def test_the_river_benchmarks_multiclass_table_scores_both_models_on_the_same_samples():
     # Accuracy and Cohen's kappa of ours and ARF per multiclass stream, medians over the model seeds, speed ratio of
     # the same run; a row's figures are its runs'.
