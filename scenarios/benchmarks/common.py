@@ -6,6 +6,8 @@ import argparse
 import os
 import platform
 import time
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -57,3 +59,28 @@ def int_list(text: str) -> tuple[int, ...]:
         return tuple(int(v) for v in text.split(",") if v)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], out: Path, check: str,
+                     one_draw: str) -> tuple[argparse.Namespace, list[str]]:
+    """The options of a benchmark of both models on named streams (``--reps``, ``--data-seeds``, ``--only``,
+    ``--out``, ``--check``: ``check`` says what it checks, ``one_draw`` which streams have one draw), parsed and
+    checked, and the streams chosen."""
+    streams = list(streams)
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3, help="model seeds 1..reps, both models (default 3)")
+    ap.add_argument("--data-seeds", type=int_list, default=(1,),
+                    help=f"the generators' seeds, one row each (default 1; {one_draw} one row)")
+    ap.add_argument("--only", help=f"comma-separated streams (default: all of {', '.join(streams)})")
+    ap.add_argument("--out", type=Path, default=out)
+    ap.add_argument("--check", action="store_true", help=check)
+    args = ap.parse_args(argv)
+    if args.reps < 1:
+        ap.error(f"--reps must be a positive integer, got {args.reps}")
+    names = streams if not args.only else [n for n in args.only.split(",") if n]
+    unknown = [n for n in names if n not in streams]
+    if unknown:
+        ap.error(f"unknown streams {unknown}; choose among {streams}")
+    if not args.data_seeds:
+        ap.error("--data-seeds needs at least one seed")
+    return args, names

@@ -28,7 +28,6 @@ Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on ever
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import math
@@ -43,7 +42,7 @@ import numpy as np
 from river import datasets, forest, metrics
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, int_list
+from scenarios.benchmarks.common import environment, stream_arguments
 from scenarios.benchmarks.river import exact_auc, progressive, timed_score, warm_up
 from streamforest.connectors.river import ForestClassifier
 
@@ -162,22 +161,8 @@ def summary(rows: list[dict], key: str, lower_is_better: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=3, help="model seeds 1..reps, both models (default 3)")
-    ap.add_argument("--data-seeds", type=int_list, default=(1,),
-                    help="the generators' seeds, one row each (default 1; ImageSegments has one row)")
-    ap.add_argument("--only", help=f"comma-separated streams (default: all of {', '.join(STREAMS)})")
-    ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river_families.json"))
-    ap.add_argument("--check", action="store_true", help="exit 1 if ours' accuracy is below ARF's on a row")
-    args = ap.parse_args(argv)
-    if args.reps < 1:
-        ap.error(f"--reps must be a positive integer, got {args.reps}")
-    names = list(STREAMS) if not args.only else [n for n in args.only.split(",") if n]
-    unknown = [n for n in names if n not in STREAMS]
-    if unknown:
-        ap.error(f"unknown streams {unknown}; choose among {list(STREAMS)}")
-    if not args.data_seeds:
-        ap.error("--data-seeds needs at least one seed")
+    args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_families.json"),
+                                   "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has")
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")

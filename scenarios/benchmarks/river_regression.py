@@ -24,7 +24,6 @@ Target (``--check`` exits 1 if it fails): ours' MAE at most ARF's on every row.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -37,7 +36,7 @@ import numpy as np
 from river import datasets, forest, metrics, preprocessing
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, int_list
+from scenarios.benchmarks.common import environment, stream_arguments
 from streamforest.connectors.river import ForestRegressor
 
 Sample = tuple[dict[str, Any], float]
@@ -114,22 +113,8 @@ def warm_up() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=3, help="model seeds 1..reps, both models (default 3)")
-    ap.add_argument("--data-seeds", type=int_list, default=(1,),
-                    help="the generators' seeds, one row each (default 1; the bundled datasets have one row)")
-    ap.add_argument("--only", help=f"comma-separated streams (default: all of {', '.join(STREAMS)})")
-    ap.add_argument("--out", type=Path, default=Path("results/benchmarks/river_regression.json"))
-    ap.add_argument("--check", action="store_true", help="exit 1 if ours' MAE exceeds ARF's on a row")
-    args = ap.parse_args(argv)
-    if args.reps < 1:
-        ap.error(f"--reps must be a positive integer, got {args.reps}")
-    names = list(STREAMS) if not args.only else [n for n in args.only.split(",") if n]
-    unknown = [n for n in names if n not in STREAMS]
-    if unknown:
-        ap.error(f"unknown streams {unknown}; choose among {list(STREAMS)}")
-    if not args.data_seeds:
-        ap.error("--data-seeds needs at least one seed")
+    args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_regression.json"),
+                                   "exit 1 if ours' MAE exceeds ARF's on a row", "the bundled datasets have")
 
     warm_up()
     print(f"ForestRegressor() against StandardScaler() | ARFRegressor(), model seeds 1..{args.reps} (medians)")

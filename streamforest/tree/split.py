@@ -27,6 +27,13 @@ for _i in range(64):
     _BIT_INDEX[((1 << _i) * 0x03F79D71B4CB0A89 % 2**64) >> 58] = _i
 
 
+@njit(inline="always")
+def _pop_bin(word, bits):
+    """The lowest bin set in word ``word`` of a bitmap (its bits ``bits``), and the bits without it."""
+    low = bits & (~bits + np.uint64(1))
+    return word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)], bits ^ low
+
+
 class NodeBins(NamedTuple):
     """One feature's histogram in a node: ``hist`` ``(N_BINS, n_stats)`` by bin; ``stats`` and ``ids``, the bins
     present in the node, in bin order, and their ids; ``seen``, a bitmap of the bins touched; ``missing``, the missing
@@ -193,14 +200,12 @@ def _take_present(bins) -> int:
     for word in range(BIN_WORDS):
         bits = seen[word]
         while bits != np.uint64(0):
-            low = bits & (~bits + np.uint64(1))
-            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
+            b, bits = _pop_bin(word, bits)
             cb[n_present] = b
             for k in range(h.shape[1]):
                 hc[n_present, k] = h[b, k]
                 h[b, k] = 0.0
             n_present += 1
-            bits ^= low
         seen[word] = np.uint64(0)
     return n_present
 
@@ -243,9 +248,7 @@ def _scan_two_stats_touched(j, bins, parent, parent_score, is_reg, min_samples_l
     for word in range(BIN_WORDS):
         bits = seen[word]
         while bits != np.uint64(0):
-            low = bits & (~bits + np.uint64(1))
-            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
-            bits ^= low
+            b, bits = _pop_bin(word, bits)
             # The split after the previous bin; none after the last one.
             if prev >= 0:
                 best = _two_stats_trial(l0, l1, parent[0], parent[1], parent_score, is_reg, min_samples_leaf, j, prev,
@@ -320,9 +323,7 @@ def _scan_many_stats_touched(j, bins, parent, parent_score, min_samples_leaf, sc
     for word in range(BIN_WORDS):
         bits = seen[word]
         while bits != np.uint64(0):
-            low = bits & (~bits + np.uint64(1))
-            b = word * 64 + _BIT_INDEX[(low * _DEBRUIJN) >> np.uint64(58)]
-            bits ^= low
+            b, bits = _pop_bin(word, bits)
             if prev >= 0:
                 best = _many_stats_trial(left, parent, parent_score, min_samples_leaf, j, prev, b, best)
             for k in range(n_stats):
