@@ -61,5 +61,9 @@ def test_named_files_exist():
 def test_scenario_modules_and_their_flags_exist():
     for module, flags in re.findall(r"python -m (scenarios[\w.]+)((?: \[[^\]]*\])*)", README):
         source = (REPO / (module.replace(".", "/") + ".py")).read_text()
+        # Options shared by several benchmarks are declared in the scenario modules they import.
+        imported = (REPO / (m.replace(".", "/") + ".py")
+                    for m in re.findall(r"^from (scenarios[\w.]+) import", source, flags=re.M))
+        source += "".join(path.read_text() for path in imported if path.exists())
         for flag in re.findall(r"--[\w-]+", flags):
             assert f'"{flag}"' in source, f"{module} has no {flag}"
