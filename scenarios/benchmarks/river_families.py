@@ -8,7 +8,7 @@ was looked at on, to see whether the figures hold beyond the cases they were bui
   stationary), Mixed (0 -> 1 abruptly; over 300 samples at 3,000), Hyperplane rotating ten times faster than in the
   main benchmark, with 5% noise, RandomTree (numeric and nominal features), Agrawal functions 1 -> 3 over 500 and
   5 -> 8 abruptly, SEA variants 1 -> 2 over 1,000 samples, STAGGER 1 -> 0 abruptly at 800, and STAGGER through
-  three concepts (0, 1, 2, 0; changes at 2,000 and 3,000, abrupt, 1,000 and 2,500 in the first half);
+  four concepts (0, 1, 2, 0, abruptly at 1,000, 2,000 and 3,000);
 * multiclass: River's bundled ImageSegments (7 classes), RandomRBF (6 classes, 15 features), RandomTree (4 classes)
   and LEDDrift switching abruptly from no drifting feature to 3.
 
