@@ -6,7 +6,7 @@ import argparse
 import os
 import platform
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +84,11 @@ def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], o
     if not args.data_seeds:
         ap.error("--data-seeds needs at least one seed")
     return args, names
+
+
+def stream_draws(names: list[str], data_seeds: tuple[int, ...], one_draw: Iterable[str]) -> Iterator[tuple[str, int]]:
+    """Each stream of ``names`` with each data seed; those of ``one_draw`` (bundled datasets) with the first only."""
+    one_draw = set(one_draw)
+    for name in names:
+        for data_seed in data_seeds[:1] if name in one_draw else data_seeds:
+            yield name, data_seed

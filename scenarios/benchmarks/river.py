@@ -106,9 +106,19 @@ def sea_drift(n: int = 5000) -> Iterable[Sample]:
                                     position=n // 2, width=200)
 
 
+def switch(*parts: tuple[Iterable[Sample], int]) -> list[Sample]:
+    """Concepts one after the other, ``(samples, n)`` taking ``n`` of each in turn: abrupt changes."""
+    return [s for samples, n in parts for s in itertools.islice(samples, n)]
+
+
 def abrupt(first: Iterable[Sample], second: Iterable[Sample], n: int) -> list[Sample]:
     """``n // 2`` samples of one concept, then ``n - n // 2`` of another: an abrupt switch at mid-stream."""
-    return [*itertools.islice(first, n // 2), *itertools.islice(second, n - n // 2)]
+    return switch((first, n // 2), (second, n - n // 2))
+
+
+def led_drift(drifting: int, seed: int) -> synth.LEDDrift:
+    """River's LEDDrift with 10% noise, the 17 irrelevant features, and ``drifting`` features drifting."""
+    return synth.LEDDrift(seed=seed, noise_percentage=0.1, irrelevant_features=True, n_drift_features=drifting)
 
 
 def load_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]]]]:
@@ -149,16 +159,12 @@ def load_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]
 def multiclass_datasets(quick: bool) -> dict[str, tuple[str, Callable[[], list[Sample]]]]:
     """The multiclass streams: name -> (description, loader of the samples as a list)."""
     n = 2000 if quick else 5000
-
-    def led(drifting: int, seed: int) -> synth.LEDDrift:
-        return synth.LEDDrift(seed=seed, noise_percentage=0.1, irrelevant_features=True, n_drift_features=drifting)
-
     return {
         "waveform": (f"synth.Waveform, 3 classes ({n:,} x 21)", lambda: list(synth.Waveform(seed=1).take(n))),
         "led_drift": (f"synth.LEDDrift, 10 classes, 4 drifting features ({n:,} x 24)",
-                      lambda: list(led(4, 1).take(n))),
+                      lambda: list(led_drift(4, 1).take(n))),
         "led_abrupt": (f"LEDDrift, 1 -> 7 drifting features, abrupt at {n // 2:,} ({n:,} x 24)",
-                       lambda: abrupt(led(1, 1), led(7, 2), n)),
+                       lambda: abrupt(led_drift(1, 1), led_drift(7, 2), n)),
         "randomrbf4_drift": (f"synth.RandomRBFDrift, 4 classes, moving centroids ({n:,} x 10)",
                              lambda: list(synth.RandomRBFDrift(seed_model=1, seed_sample=1, n_classes=4, n_features=10,
                                                                change_speed=0.001, n_drift_centroids=50).take(n))),
@@ -232,7 +238,7 @@ def drift_stream(kind: str, position: int, width: int, n: int = RECOVERY_N, seed
     """``n`` samples of ``kind``'s first concept then its second, the change at ``position`` (``width`` 1: abrupt)."""
     first, second = RECOVERY_KINDS[kind](seed)
     if width <= 1:  # ConceptDriftStream's sigmoid overflows at width 1
-        return [*itertools.islice(first, position), *itertools.islice(second, n - position)]
+        return switch((first, position), (second, n - position))
     return list(synth.ConceptDriftStream(first, second, seed=seed + 2, position=position, width=width).take(n))
 
 

@@ -28,52 +28,42 @@ Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on ever
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from river import datasets, forest, metrics
+from river import datasets, forest
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, stream_arguments
-from scenarios.benchmarks.river import exact_auc, progressive, timed_score, warm_up
+from scenarios.benchmarks.common import environment, stream_arguments, stream_draws
+from scenarios.benchmarks.river import exact_auc, led_drift, multiclass_score, progressive, switch, warm_up
 from streamforest.connectors.river import ForestClassifier
 
 Sample = tuple[dict[str, Any], Any]
 N = 5000
 
 
-def _switch(*parts: tuple[Iterator[Sample], int]) -> list[Sample]:
-    """Concepts one after the other: ``n`` samples of each generator, in order (abrupt changes)."""
-    return [s for gen, n in parts for s in itertools.islice(gen, n)]
-
-
 def _gradual(first: Any, second: Any, position: int, width: int, seed: int) -> list[Sample]:
     return list(synth.ConceptDriftStream(first, second, seed=seed, position=position, width=width).take(N))
 
 
-def _led(drifting: int, seed: int) -> synth.LEDDrift:
-    return synth.LEDDrift(seed=seed, noise_percentage=0.1, irrelevant_features=True, n_drift_features=drifting)
-
-
 #: Per stream: a description and the samples of one data seed ``s``.
 BINARY: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
-    "sine01": ("Sine 0 -> 1, abrupt at 2,500", lambda s: _switch((synth.Sine(0, seed=s), N // 2),
+    "sine01": ("Sine 0 -> 1, abrupt at 2,500", lambda s: switch((synth.Sine(0, seed=s), N // 2),
                                                                 (synth.Sine(1, seed=s + 1), N // 2))),
-    "sine23": ("Sine 2 -> 3, abrupt at 2,500", lambda s: _switch((synth.Sine(2, seed=s), N // 2),
+    "sine23": ("Sine 2 -> 3, abrupt at 2,500", lambda s: switch((synth.Sine(2, seed=s), N // 2),
                                                                 (synth.Sine(3, seed=s + 1), N // 2))),
     "sine02_gradual": ("Sine 0 -> 2 over 500 at 2,500",
                        lambda s: _gradual(synth.Sine(0, seed=s), synth.Sine(2, seed=s + 1), 2500, 500, s + 2)),
     "sine_noise": ("Sine 1, balanced, noise", lambda s: list(
         synth.Sine(1, balance_classes=True, has_noise=True, seed=s).take(N))),
-    "mixed01": ("Mixed 0 -> 1, abrupt at 2,500", lambda s: _switch((synth.Mixed(0, seed=s), N // 2),
+    "mixed01": ("Mixed 0 -> 1, abrupt at 2,500", lambda s: switch((synth.Mixed(0, seed=s), N // 2),
                                                                   (synth.Mixed(1, seed=s + 1), N // 2))),
     "mixed01_gradual": ("Mixed 0 -> 1 over 300 at 3,000",
                         lambda s: _gradual(synth.Mixed(0, seed=s), synth.Mixed(1, seed=s + 1), 3000, 300, s + 2)),
@@ -84,13 +74,13 @@ BINARY: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
                          max_tree_depth=5).take(N))),
     "agrawal13_gradual": ("Agrawal 1 -> 3 over 500 at 2,500", lambda s: _gradual(
         synth.Agrawal(1, seed=s), synth.Agrawal(3, seed=s + 1), 2500, 500, s + 2)),
-    "agrawal58": ("Agrawal 5 -> 8, abrupt at 2,500", lambda s: _switch((synth.Agrawal(5, seed=s), N // 2),
+    "agrawal58": ("Agrawal 5 -> 8, abrupt at 2,500", lambda s: switch((synth.Agrawal(5, seed=s), N // 2),
                                                                       (synth.Agrawal(8, seed=s + 1), N // 2))),
     "sea12_gradual": ("SEA 1 -> 2 over 1,000 at 2,000",
                       lambda s: _gradual(synth.SEA(1, seed=s), synth.SEA(2, seed=s + 1), 2000, 1000, s + 2)),
-    "stagger10_early": ("STAGGER 1 -> 0, abrupt at 800", lambda s: _switch((synth.STAGGER(1, seed=s), 800),
+    "stagger10_early": ("STAGGER 1 -> 0, abrupt at 800", lambda s: switch((synth.STAGGER(1, seed=s), 800),
                                                                           (synth.STAGGER(0, seed=s + 1), N - 800))),
-    "stagger_three": ("STAGGER 0 -> 1 -> 2 -> 0 at 1,000, 2,000, 3,000", lambda s: _switch(
+    "stagger_three": ("STAGGER 0 -> 1 -> 2 -> 0 at 1,000, 2,000, 3,000", lambda s: switch(
         (synth.STAGGER(0, seed=s), 1000), (synth.STAGGER(1, seed=s + 1), 1000), (synth.STAGGER(2, seed=s + 2), 1000),
         (synth.STAGGER(0, seed=s + 3), N - 3000))),
 }
@@ -101,8 +91,8 @@ MULTICLASS: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
     "randomtree4": ("RandomTree, 4 classes, 6 numeric and 2 nominal features, depth 6", lambda s: list(
         synth.RandomTree(seed_tree=s, seed_sample=s + 1, n_classes=4, n_num_features=6, n_cat_features=2,
                          max_tree_depth=6).take(N))),
-    "led03": ("LEDDrift 0 -> 3 drifting features, abrupt at 2,500", lambda s: _switch(
-        (_led(0, s), N // 2), (_led(3, s + 1), N // 2))),
+    "led03": ("LEDDrift 0 -> 3 drifting features, abrupt at 2,500", lambda s: switch(
+        (led_drift(0, s), N // 2), (led_drift(3, s + 1), N // 2))),
 }
 STREAMS = {**BINARY, **MULTICLASS}
 #: One draw whatever the data seed.
@@ -127,7 +117,7 @@ def binary_run(model: Any, samples: list[Sample]) -> dict[str, float]:
 
 def multiclass_run(model: Any, samples: list[Sample]) -> dict[str, float]:
     """Accuracy, Cohen's kappa and samples per second of progressive validation."""
-    (acc, kappa), sps = timed_score(model, samples, metrics.Accuracy(), metrics.CohenKappa())
+    acc, kappa, sps = multiclass_score(model, samples)
     return {"accuracy": acc, "kappa": kappa, "sps": sps}
 
 
@@ -170,20 +160,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{'accuracy ours':>13} {'ARF':>6} {'log loss / kappa ours':>21} {'ARF':>6} {'samples/s ours':>14} "
           f"{'ARF':>6} {'ratio':>5}")
     rows = []
-    for name in names:
-        for data_seed in (args.data_seeds[:1] if name in BUNDLED else args.data_seeds):
-            r = run_stream(name, data_seed, args.reps)
-            rows.append(r)
-            seed = "-" if name in BUNDLED else str(data_seed)
-            if r["binary"]:
-                aucs = f"{r['rocauc_ours']:>11.4f} {r['rocauc_arf']:>6.4f} {r['exact_auc_ours']:>14.4f} " \
-                       f"{r['exact_auc_arf']:>6.4f}"
-                third = f"{r['log_loss_ours']:>21.4f} {r['log_loss_arf']:>6.4f}"
-            else:
-                aucs = f"{'':>11} {'':>6} {'':>14} {'':>6}"
-                third = f"{r['kappa_ours']:>21.4f} {r['kappa_arf']:>6.4f}"
-            print(f"{name:<18} {seed:>4} {aucs} {r['accuracy_ours']:>13.4f} {r['accuracy_arf']:>6.4f} {third} "
-                  f"{r['sps_ours']:>14,.0f} {r['sps_arf']:>6,.0f} {r['speed_ratio']:>5.1f}", flush=True)
+    for name, data_seed in stream_draws(names, args.data_seeds, BUNDLED):
+        r = run_stream(name, data_seed, args.reps)
+        rows.append(r)
+        seed = "-" if name in BUNDLED else str(data_seed)
+        if r["binary"]:
+            aucs = f"{r['rocauc_ours']:>11.4f} {r['rocauc_arf']:>6.4f} {r['exact_auc_ours']:>14.4f} " \
+                   f"{r['exact_auc_arf']:>6.4f}"
+            third = f"{r['log_loss_ours']:>21.4f} {r['log_loss_arf']:>6.4f}"
+        else:
+            aucs = f"{'':>11} {'':>6} {'':>14} {'':>6}"
+            third = f"{r['kappa_ours']:>21.4f} {r['kappa_arf']:>6.4f}"
+        print(f"{name:<18} {seed:>4} {aucs} {r['accuracy_ours']:>13.4f} {r['accuracy_arf']:>6.4f} {third} "
+              f"{r['sps_ours']:>14,.0f} {r['sps_arf']:>6,.0f} {r['speed_ratio']:>5.1f}", flush=True)
     for line in (summary(rows, "rocauc"), summary(rows, "exact_auc"), summary(rows, "accuracy"),
                  summary(rows, "log_loss", lower_is_better=True), summary(rows, "kappa")):
         if line:

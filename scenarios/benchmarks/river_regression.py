@@ -36,7 +36,7 @@ import numpy as np
 from river import datasets, forest, metrics, preprocessing
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, stream_arguments
+from scenarios.benchmarks.common import environment, stream_arguments, stream_draws
 from streamforest.connectors.river import ForestRegressor
 
 Sample = tuple[dict[str, Any], float]
@@ -121,18 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'stream':<14} {'seed':>4} {'MAE ours':>9} {'ARF':>9} {'ratio':>6} {'RMSE ours':>9} {'ARF':>9} "
           f"{'samples/s ours':>14} {'ARF':>6} {'ratio':>6}")
     rows = []
-    for name in names:
-        for data_seed in (args.data_seeds[:1] if name in BUNDLED else args.data_seeds):
-            row = run_stream(name, data_seed, args.reps)
-            rows.append(row)
-            seed = "-" if name in BUNDLED else str(data_seed)
-            print(f"{name:<14} {seed:>4} {row['mae_ours']:>9.4f} {row['mae_arf']:>9.4f} {row['mae_ratio']:>6.3f} "
-                  f"{row['rmse_ours']:>9.4f} {row['rmse_arf']:>9.4f} {row['sps_ours']:>14,.0f} "
-                  f"{row['sps_arf']:>6,.0f} {row['speed_ratio']:>6.1f}", flush=True)
-            if row["changes"]:
-                print(f"{'':<19} MAE of the {AFTER} samples after each change (ours / ARF): " + ", ".join(
-                    f"{c:,} {o:.3f} / {a:.3f}" for c, o, a in zip(row["changes"], row["after_ours"], row["after_arf"],
-                                                                  strict=True)), flush=True)
+    for name, data_seed in stream_draws(names, args.data_seeds, BUNDLED):
+        row = run_stream(name, data_seed, args.reps)
+        rows.append(row)
+        seed = "-" if name in BUNDLED else str(data_seed)
+        print(f"{name:<14} {seed:>4} {row['mae_ours']:>9.4f} {row['mae_arf']:>9.4f} {row['mae_ratio']:>6.3f} "
+              f"{row['rmse_ours']:>9.4f} {row['rmse_arf']:>9.4f} {row['sps_ours']:>14,.0f} "
+              f"{row['sps_arf']:>6,.0f} {row['speed_ratio']:>6.1f}", flush=True)
+        if row["changes"]:
+            print(f"{'':<19} MAE of the {AFTER} samples after each change (ours / ARF): " + ", ".join(
+                f"{c:,} {o:.3f} / {a:.3f}" for c, o, a in zip(row["changes"], row["after_ours"], row["after_arf"],
+                                                              strict=True)), flush=True)
     ratios = np.array([r["mae_ratio"] for r in rows])
     after = np.array([o / a for r in rows for o, a in zip(r["after_ours"], r["after_arf"], strict=True)])
     missed = [f"{r['stream']}:{r['data_seed']}" for r in rows if r["mae_ratio"] > 1]
