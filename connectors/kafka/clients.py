@@ -113,6 +113,13 @@ def join_leader(consumer: KafkaConsumer) -> tuple[str, float] | None:
     return None if found is None or not found[0] else (found[0], found[2])
 
 
+def rejoin_requested(consumer: KafkaConsumer) -> bool:
+    """Whether the consumer has learnt that its group is rebalancing (a heartbeat's answer, a failed commit) and
+    has not joined again yet: its state still reads stable until its next poll sends the JoinGroup."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    return bool(coordinator is not None and coordinator.need_rejoin())
+
+
 def awaited_leader(consumer: KafkaConsumer) -> tuple[str, float] | None:
     """The leader another member's SyncGroup waits for, as the consumer's last JoinGroup answer named it, and
     the time (``time.monotonic()``) of that answer; ``None`` when no SyncGroup is in flight or the consumer is

@@ -69,7 +69,8 @@ class WorkerConfig:
         ``"exactly-once"`` (outputs, state and offsets in one transaction per partition) or ``"at-least-once"``
         (idempotent producer, flush, then commit offsets).
     commit_interval, commit_every
-        A checkpoint every ``commit_interval`` seconds or ``commit_every`` messages, whichever comes first.
+        A checkpoint every ``commit_interval`` seconds or ``commit_every`` messages, whichever comes first. The
+        interval kept is at most half ``stall_timeout`` (:attr:`checkpoint_seconds`).
     state_interval
         The changed streams' state is written to the changelog once the engine has worked this many seconds on
         the partition since the last snapshot, when the partition has read all its input and stayed quiet for a
@@ -122,6 +123,13 @@ class WorkerConfig:
     member_file: str | None = None
     compression_type: str | None = "lz4"
     client: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def checkpoint_seconds(self) -> float:
+        """The commit interval the worker keeps: ``commit_interval``, at most half ``stall_timeout``. The other
+        members of the group take a partition whose committed offset has stood still that long, with records past
+        it, for a dead member's; a live member that committed less often would be removed from its group."""
+        return min(self.commit_interval, self.stall_timeout / 2)
 
     def __post_init__(self) -> None:
         if self.guarantee not in GUARANTEES:

@@ -130,6 +130,9 @@ class Worker:
         self._join()
         log.info("worker joined group %s on %s (%s)", self.config.group_id, self.config.topics.input,
                  self.config.guarantee)
+        if self.config.checkpoint_seconds < self.config.commit_interval:
+            log.warning("committing every %g s, not every %g s: half the stall timeout, or the other members would "
+                        "take this worker for a dead one", self.config.checkpoint_seconds, self.config.commit_interval)
         try:
             self._loop()
         finally:
@@ -185,7 +188,7 @@ class Worker:
             # (the relational loop) sees them one commit interval after the message, not later.
             wait = POLL_SECONDS
             if since_commit:
-                wait = min(wait, max(0.0, last_commit + self.config.commit_interval - time.monotonic()))
+                wait = min(wait, max(0.0, last_commit + self.config.checkpoint_seconds - time.monotonic()))
             try:
                 # Quiet polls only in a stable group: a join's steps go on in the consumer's poll, and its own
                 # waits are what the group coordinator's timing expects.
@@ -222,12 +225,12 @@ class Worker:
                     if self.stopping.is_set():
                         break
                     if since_commit >= self.config.commit_every or \
-                            time.monotonic() - last_commit >= self.config.commit_interval:
+                            time.monotonic() - last_commit >= self.config.checkpoint_seconds:
                         self._commit_all()
                         last_commit, since_commit = time.monotonic(), 0
                 if self.stopping.is_set():
                     break
-            if time.monotonic() - last_commit >= self.config.commit_interval:
+            if time.monotonic() - last_commit >= self.config.checkpoint_seconds:
                 self._commit_all()
                 last_commit, since_commit = time.monotonic(), 0
             self._sync_pauses()
@@ -249,8 +252,10 @@ class Worker:
                     break
 
     def _settled(self) -> bool:
-        """Whether the worker is a stable member of its group with every assigned partition started."""
-        return not self.pending and self.consumer.group_metadata().state == MemberState.STABLE
+        """Whether the worker is a stable member of its group with every assigned partition started, and not told
+        of a rebalance it has yet to join (an idle member that stopped then would leave in the middle of it)."""
+        return not self.pending and self.consumer.group_metadata().state == MemberState.STABLE and \
+            not clients.rejoin_requested(self.consumer)
 
     def _idle_seconds(self) -> float:
         """How long the worker has had nothing to do. A worker that is joining or rebalancing, or whose

@@ -6,6 +6,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from streamforest.cli import build_parser, main
+from streamforest.connectors.kafka.config import WorkerConfig
 from streamforest.connectors.kafka.metrics import KindEngineMetrics, WorkerMetrics
 
 METRICS = {
@@ -63,6 +64,13 @@ def test_worker_metric_names():
 def test_bad_options_refused(bad, capsys):
     assert main(["kafka", "run", "--bootstrap-servers", "127.0.0.1:1", *bad]) == 1
     assert capsys.readouterr().err.startswith("streamforest kafka:")
+
+
+def test_a_member_commits_within_half_the_stall_timeout():
+    """The others take a committed offset standing still for a stall timeout for a dead holder's: a longer commit
+    interval is kept at half the stall timeout, a shorter one as it is."""
+    assert WorkerConfig(commit_interval=600, stall_timeout=20).checkpoint_seconds == 10
+    assert WorkerConfig(commit_interval=0.3, stall_timeout=20).checkpoint_seconds == 0.3
 
 
 class _EmptyThenRecords:

@@ -254,13 +254,17 @@ def test_revoked_with_uncommitted_progress(tansu, reference):
     prefix = _unique("revoked-uncommitted")
     half = len(lines) // 2
     topic = _setup(tansu, prefix, lines[:half])
-    args = (*AT_LEAST_ONCE, "--exit-when-idle", "5", "--commit-interval", "600")
-    ws = _members(tansu, prefix, "12", False, *args)
+    # No commit for a whole minute (half the stall timeout: Tansu expires dead dynamic members by itself).
+    quiet = (*AT_LEAST_ONCE, "--commit-interval", "600", "--stall-timeout", "120")
+    # The first two stay idle longer than the third's two rounds of a cooperative rebalance can take (each up to a
+    # rebalance timeout on Tansu): a member idle that long commits, then stops, rightly, and hands its partitions
+    # over by its final commit instead of by the revocation this test is about.
+    ws = _members(tansu, prefix, "12", False, *quiet, "--exit-when-idle", "25")
     for w in ws.values():
         w.wait_for("restored")
     _wait_outputs_on_every_partition(tansu, prefix)
     assert all(off is None for off in _committed(tansu, prefix, topic).values()), "committed before the rebalance"
-    third = _members(tansu, prefix, "3", False, *args)["3"]
+    third = _members(tansu, prefix, "3", False, *quiet, "--exit-when-idle", "5")["3"]
     third.wait_for("restored")
     moved = _restored(third)
     handed = {int(m.group(1)) for w in ws.values() for line in w.lines
