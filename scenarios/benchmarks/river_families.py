@@ -5,10 +5,11 @@ Every constant of the adapter's drift handling was chosen on STAGGER, SEA and Ag
 was looked at on, to see whether the figures hold beyond the cases they were built for:
 
 * binary: Sine (functions 0 -> 1 and 2 -> 3 abruptly at mid-stream; 0 -> 2 over 500 samples; balanced with noise,
-  stationary), Mixed (0 -> 1 abruptly; over 300 samples at 3,000), Hyperplane rotating ten times faster than in the
-  main benchmark, with 5% noise, RandomTree (numeric and nominal features), Agrawal functions 1 -> 3 over 500 and
-  5 -> 8 abruptly, SEA variants 1 -> 2 over 1,000 samples, STAGGER 1 -> 0 abruptly at 800, and STAGGER through
-  four concepts (0, 1, 2, 0, abruptly at 1,000, 2,000 and 3,000);
+  stationary; functions 0 and 2 stationary, the concepts of the gradual change on their own), Mixed (0 -> 1
+  abruptly; over 300 samples at 3,000), Hyperplane rotating ten times faster than in the main benchmark, with 5%
+  noise, RandomTree (numeric and nominal features), Agrawal functions 1 -> 3 over 500 and 5 -> 8 abruptly, SEA
+  variants 1 -> 2 over 1,000 samples, STAGGER 1 -> 0 abruptly at 800, and STAGGER through four concepts (0, 1, 2,
+  0, abruptly at 1,000, 2,000 and 3,000);
 * multiclass: River's bundled ImageSegments (7 classes), RandomRBF (6 classes, 15 features), RandomTree (4 classes)
   and LEDDrift switching abruptly from no drifting feature to 3.
 
@@ -63,6 +64,8 @@ BINARY: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
                        lambda s: _gradual(synth.Sine(0, seed=s), synth.Sine(2, seed=s + 1), 2500, 500, s + 2)),
     "sine_noise": ("Sine 1, balanced, noise", lambda s: list(
         synth.Sine(1, balance_classes=True, has_noise=True, seed=s).take(N))),
+    "sine0": ("Sine 0, stationary", lambda s: list(synth.Sine(0, seed=s).take(N))),
+    "sine2": ("Sine 2, stationary", lambda s: list(synth.Sine(2, seed=s).take(N))),
     "mixed01": ("Mixed 0 -> 1, abrupt at 2,500", lambda s: switch((synth.Mixed(0, seed=s), N // 2),
                                                                   (synth.Mixed(1, seed=s + 1), N // 2))),
     "mixed01_gradual": ("Mixed 0 -> 1 over 300 at 3,000",
