@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import time
@@ -92,3 +93,16 @@ def stream_draws(names: list[str], data_seeds: tuple[int, ...], one_draw: Iterab
     for name in names:
         for data_seed in data_seeds[:1] if name in one_draw else data_seeds:
             yield name, data_seed
+
+
+def stream_outcome(args: argparse.Namespace, versions: dict[str, str], record: dict[str, Any], missed: list[str],
+                   target: str) -> int:
+    """Write a benchmark on named streams to ``args.out`` (``record`` after the environment of the run), name the
+    rows that missed the ``target``, and return the exit code (1 under ``--check`` when a row missed it)."""
+    record = {"environment": environment(versions, reps=args.reps, data_seeds=list(args.data_seeds)), **record}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2))
+    print(f"wrote {args.out}")
+    if missed:
+        print(f"target missed ({target}): {missed}")
+    return 1 if args.check and missed else 0

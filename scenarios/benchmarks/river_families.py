@@ -29,7 +29,6 @@ Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on ever
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -42,7 +41,7 @@ import numpy as np
 from river import datasets, forest
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, stream_arguments, stream_draws
+from scenarios.benchmarks.common import stream_arguments, stream_draws, stream_outcome
 from scenarios.benchmarks.river import exact_auc, led_drift, multiclass_score, progressive, switch, warm_up
 from streamforest.connectors.river import ForestClassifier
 
@@ -185,16 +184,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import river
 
-    record = {"environment": environment({"river": river.__version__}, reps=args.reps,
-                                         data_seeds=list(args.data_seeds)),
-              "ours": "ForestClassifier() defaults", "arf": "ARFClassifier() defaults", "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2))
-    print(f"wrote {args.out}")
     missed = [f"{r['stream']}:{r['data_seed']}" for r in rows if r["accuracy_ours"] < r["accuracy_arf"]]
-    if missed:
-        print(f"target missed (accuracy below ARF's): {missed}")
-    return 1 if args.check and missed else 0
+    return stream_outcome(args, {"river": river.__version__}, {"ours": "ForestClassifier() defaults",
+                                                                "arf": "ARFClassifier() defaults", "rows": rows},
+                          missed, "accuracy below ARF's")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ Target (``--check`` exits 1 if it fails): ours' MAE at most ARF's on every row.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -36,7 +35,7 @@ import numpy as np
 from river import datasets, forest, metrics, preprocessing
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, stream_arguments, stream_draws
+from scenarios.benchmarks.common import stream_arguments, stream_draws, stream_outcome
 from streamforest.connectors.river import ForestRegressor
 
 Sample = tuple[dict[str, Any], float]
@@ -142,16 +141,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import river
 
-    record = {"environment": environment({"river": river.__version__}, reps=args.reps,
-                                         data_seeds=list(args.data_seeds)),
-              "ours": "ForestRegressor() defaults", "arf": "StandardScaler() | ARFRegressor() defaults",
-              "metric": "MAE (progressive validation)", "rows": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2))
-    print(f"wrote {args.out}")
-    if missed:
-        print(f"target missed (MAE above ARF's): {missed}")
-    return 1 if args.check and missed else 0
+    return stream_outcome(args, {"river": river.__version__},
+                          {"ours": "ForestRegressor() defaults", "arf": "StandardScaler() | ARFRegressor() defaults",
+                           "metric": "MAE (progressive validation)", "rows": rows}, missed, "MAE above ARF's")
 
 
 if __name__ == "__main__":
