@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
-from kafka.errors import KafkaConnectionError
+from kafka.errors import IllegalStateError, KafkaConnectionError
 
 from streamforest.connectors.kafka import clients
 from streamforest.connectors.kafka.changelog import Changelog, input_mark, log_end
@@ -194,10 +194,9 @@ class PartitionTask:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False, blocking: bool = True) -> bool:
+    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False) -> bool:
         """Flush outputs, then the changed state (when due or forced), then the offsets; exactly-once: all in this
-        partition's transaction. Returns whether anything was committed. ``blocking=False`` sends the offsets of
-        at-least-once without waiting for the broker's answer (see :meth:`Worker.revoked`)."""
+        partition's transaction. Returns whether anything was committed."""
         if self.position is None:
             return False
         # While replaying, the outputs up to replay_until are published already: that is what is committed. A
@@ -235,10 +234,7 @@ class PartitionTask:
                 self._write_state()
             self.changelog.write_position(self.producer, upto, self.config.topics.input)
             self.producer.check_delivered()
-            if blocking:
-                consumer.commit(offsets)
-            else:
-                consumer.commit_async(offsets)
+            consumer.commit(offsets)
         self.committed_position = upto
         self.metrics.commits.inc()
         return True
@@ -268,7 +264,10 @@ class PartitionTask:
     def _drained(self, consumer: KafkaConsumer) -> bool:
         """Whether everything known to be in the partition has been processed (the last fetch's high watermark;
         an input written by transactions ends with a marker, so such a partition counts as drained one short)."""
-        end = consumer.highwater(self.tp)
+        try:
+            end = consumer.highwater(self.tp)
+        except IllegalStateError:  # revoked: the consumer no longer follows the partition
+            return False
         return end is not None and self.position + 1 >= end
 
     def _write_state(self) -> None:

@@ -1,6 +1,11 @@
 """The worker (the app): joins the group, starts a task per assigned partition, loops poll -> process ->
 checkpoint, and hands partitions over on rebalance.
 
+kafka-python 3 calls the rebalance listener on the consumer's I/O thread, while the loop may be in the middle of a
+message. The listener only queues what it was told (:attr:`Worker.rebalance_events`); the loop hands partitions over and
+takes new ones between two messages, so a partition's state is never snapshotted, nor its transaction closed, under
+a message being processed, and the revocation's commit waits for the broker's answer.
+
 Failures are local to a partition: when producing or committing fails (a broker restart, a fenced producer, a
 timeout), the partition's open transaction is aborted and the task is started again from the changelog, which
 replays the input from the last committed state. Assigned partitions wait (paused) until their task has started,
@@ -31,6 +36,7 @@ import signal
 import threading
 import time
 import zlib
+from collections import deque
 from typing import Any
 
 from kafka import ConsumerRebalanceListener, KafkaProducer
@@ -79,6 +85,9 @@ class Worker:
         #: Assigned partitions whose task has not started yet -> when to try next.
         self.pending: dict[int, float] = {}
         self.stopping = threading.Event()
+        #: What the rebalance listener was told, in order, for the loop to apply between messages: (the consumer
+        #: told, "assigned" | "revoked" | "lost", input partitions). Appended on kafka-python's I/O thread.
+        self.rebalance_events: deque[tuple[Any, str, list[int]]] = deque()
         self.consumer: Any = None
         self.poller: clients.QuietPoller | None = None
         #: Since when the consumer has not been a stable member (``None``: it is one).
@@ -172,7 +181,7 @@ class Worker:
     def _join(self) -> None:
         """A new group consumer subscribed to the input (the same ``instance_id`` for a static member)."""
         self.consumer = clients.consumer(self.config)
-        self.consumer.subscribe([self.config.topics.input], listener=_Listener(self))
+        self.consumer.subscribe([self.config.topics.input], listener=_Listener(self, self.consumer))
         self.poller = clients.QuietPoller(self.consumer)
         # ``others`` is kept: how long a partition's committed offset has stood still does not depend on this
         # worker's membership, and a stall that outlasts several rejoins must still name its holder.
@@ -183,6 +192,7 @@ class Worker:
         last_commit = time.monotonic()
         since_commit = 0
         while not self.stopping.is_set():
+            self._apply_rebalances()
             self._start_pending()
             # Work in hand is committed when due, not after a full poll wait: a client waiting for its records
             # (the relational loop) sees them one commit interval after the message, not later.
@@ -213,8 +223,10 @@ class Worker:
                 self.metrics.records_in.labels(tp.topic).inc(len(msgs))
                 self.last_activity = time.monotonic()
                 for msg in msgs:
+                    if self.rebalance_events:
+                        self._apply_rebalances()
                     if self.tasks.get(tp.partition) is not task:
-                        break  # a failed commit restarted the partition: it resumes from its committed state
+                        break  # revoked, or restarted by a failed commit: it resumes from its committed state
                     try:
                         task.process(msg)
                     except KafkaError as exc:
@@ -254,8 +266,8 @@ class Worker:
     def _settled(self) -> bool:
         """Whether the worker is a stable member of its group with every assigned partition started, and not told
         of a rebalance it has yet to join (an idle member that stopped then would leave in the middle of it)."""
-        return not self.pending and self.consumer.group_metadata().state == MemberState.STABLE and \
-            not clients.rejoin_requested(self.consumer)
+        return not self.pending and not self.rebalance_events and \
+            self.consumer.group_metadata().state == MemberState.STABLE and not clients.rejoin_requested(self.consumer)
 
     def _idle_seconds(self) -> float:
         """How long the worker has had nothing to do. A worker that is joining or rebalancing, or whose
@@ -618,6 +630,19 @@ class Worker:
 
     # ------------------------------------------------------------------ tasks
 
+    def _apply_rebalances(self) -> None:
+        """Apply what the rebalance listener queued, in order (on the loop's thread, between messages). Events of a
+        consumer this worker has since replaced (:meth:`_rejoin`) are dropped: their partitions were handed over
+        before it closed."""
+        while self.rebalance_events:
+            consumer, kind, partitions = self.rebalance_events.popleft()
+            if consumer is not self.consumer:
+                continue
+            if kind == "assigned":
+                self.assigned(partitions)
+            else:
+                self.revoked(partitions, lost=kind == "lost")
+
     def assigned(self, partitions: list[int]) -> None:
         self.metrics.rebalances.inc()
         self.was_member = self.was_member or bool(partitions)
@@ -632,13 +657,10 @@ class Worker:
             self.pending[p] = 0.0
         self._pause(partitions)
 
-    def revoked(self, partitions: list[int], lost: bool = False, blocking: bool = True) -> None:
-        """Commit what is done and the state (so the next owner replays little), then let the partition go.
-
-        ``blocking=False`` from the rebalance listener: kafka-python 3 calls it on the consumer's IO thread, where
-        a blocking consumer call (``commit``) raises; there the offsets are sent without waiting. The outputs and
-        the changelog's position are flushed before either way, so a commit that does not arrive only makes the
-        next owner replay more (without republishing what the changelog says was published)."""
+    def revoked(self, partitions: list[int], lost: bool = False) -> None:
+        """Commit what is done and the state (so the next owner replays little), then let the partition go. A
+        cooperative rebalance goes on only when this member joins again (its next poll), so the commit comes before
+        the next owner starts."""
         self.metrics.rebalances.inc()
         self.last_activity = time.monotonic()
         for p in partitions:
@@ -648,7 +670,7 @@ class Worker:
                 continue
             try:
                 if not lost:
-                    self._commit(task, force_state=True, blocking=blocking)
+                    self._commit(task, force_state=True)
             finally:  # whatever the commit raised, the partition's task lets go of it
                 task.close(abort=True)
             log.info("partition %d %s", p, "lost" if lost else "revoked: state handed over")
@@ -704,9 +726,9 @@ class Worker:
         self.pending[task.partition] = time.monotonic() + RETRY_SECONDS
         self._pause([task.partition])
 
-    def _commit(self, task: PartitionTask, force_state: bool = False, blocking: bool = True) -> bool:
+    def _commit(self, task: PartitionTask, force_state: bool = False) -> bool:
         try:
-            return task.checkpoint(self.consumer, force_state, blocking)
+            return task.checkpoint(self.consumer, force_state)
         except KafkaError as exc:
             if task.partition in self.tasks:
                 self._restart(task, f"commit failed: {exc}", exc)
@@ -743,7 +765,8 @@ class Worker:
     def _behind(self) -> bool:
         """Whether a running partition still has input to read although nothing came for a while. kafka-python's
         fetcher can stall on a partition after a broker restart: seeking to the task's position again restarts it."""
-        tasks = [t for t in self.tasks.values() if t.position is not None]
+        assignment = self.consumer.assignment()
+        tasks = [t for t in self.tasks.values() if t.position is not None and t.tp in assignment]
         if not tasks:
             return False
         try:
@@ -779,22 +802,31 @@ class Worker:
             self.consumer.pause(*idle)
 
     def _update_lag(self) -> None:
+        assignment = self.consumer.assignment()
         for p, task in self.tasks.items():
             tp = task.tp
+            if tp not in assignment:
+                continue  # revoked, its hand-over still queued (:meth:`_apply_rebalances`)
             high = self.consumer.highwater(tp)
             if high is not None and task.position is not None:
                 self.metrics.consumer_lag.labels(tp.topic, str(p)).set(max(0, high - task.position))
 
 
 class _Listener(ConsumerRebalanceListener):
-    def __init__(self, worker: Worker) -> None:
+    """Queues what ``consumer`` is told for the worker's loop (:meth:`Worker._apply_rebalances`)."""
+
+    def __init__(self, worker: Worker, consumer: Any) -> None:
         self.worker = worker
+        self.consumer = consumer
+
+    def _queue(self, kind: str, tps: Any) -> None:
+        self.worker.rebalance_events.append((self.consumer, kind, sorted(tp.partition for tp in tps)))
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self.worker.assigned(sorted(tp.partition for tp in assigned))
+        self._queue("assigned", assigned)
 
     def on_partitions_revoked(self, revoked: Any) -> None:
-        self.worker.revoked(sorted(tp.partition for tp in revoked), blocking=False)
+        self._queue("revoked", revoked)
 
     def on_partitions_lost(self, lost: Any) -> None:
-        self.worker.revoked(sorted(tp.partition for tp in lost), lost=True)
+        self._queue("lost", lost)

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +80,24 @@ def outputs_by_stream(bootstrap: str, prefix: str, isolation: str = "read_commit
     for r in read_topic(bootstrap, f"{prefix}.errors", isolation):
         errors.append((dict(r.headers)["__streams.errors.message"].decode(), r.value))
     return {k: sorted(v) for k, v in got.items()}, sorted(errors)
+
+
+def describe_missing(want: dict, got: dict, again: dict) -> str:
+    """What ``got`` lacks of ``want`` (both as :func:`outputs_by_stream` gives them), per (kind, stream): how many
+    records, of which model versions, on which output partitions, and how many a second read (``again``) found. A
+    record a second read finds was cut off by the first read's end; one neither finds never reached the topic."""
+    lines = []
+    for key in want:
+        miss = set(want[key]) - set(got.get(key, ()))
+        if not miss:
+            continue
+        recs = [orjson.loads(m) for m in miss]
+        versions = Counter(r.get("model_version") for r in recs)
+        parts = Counter(clients.key_partition(r["key"].encode(), [0, 1, 2, 3]) for r in recs)
+        found = len(miss & set(again.get(key, ())))
+        lines.append(f"missing {key}: {len(miss)} of {len(want[key])} records (got {len(got.get(key, ()))}); "
+                     f"versions {dict(versions)}; output partitions {dict(parts)}; found by a second read: {found}")
+    return "\n".join(lines)
 
 
 def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, list]:
