@@ -22,6 +22,8 @@ from river import forest
 from scenarios.benchmarks.river_families import BINARY
 from streamforest.connectors.river import ForestClassifier
 
+#: The adapter's default window and the long one it is paired with.
+SHORT_WINDOW = 2000
 LONG_WINDOW = 4000
 
 
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown streams {unknown}; known: {sorted(BINARY)}")
     ks = [int(k) for k in args.k.split(",")]
     models: dict[str, Callable[[], Any]] = {
-        "window 2000": lambda: ForestClassifier(seed=args.model_seed),
+        f"window {SHORT_WINDOW}": lambda: ForestClassifier(seed=args.model_seed, window_size=SHORT_WINDOW),
         f"window {LONG_WINDOW}": lambda: ForestClassifier(seed=args.model_seed, window_size=LONG_WINDOW)}
     if not args.no_arf:
         models["ARF"] = lambda: forest.ARFClassifier(seed=args.model_seed)
@@ -79,15 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         for data_seed in (int(s) for s in args.data_seeds.split(",")):
             samples = BINARY[name][1](data_seed)
             right = {label: correct(make(), samples) for label, make in models.items()}
-            short, long = right["window 2000"], right[f"window {LONG_WINDOW}"]
+            short, long = right[f"window {SHORT_WINDOW}"], right[f"window {LONG_WINDOW}"]
             right.update({f"switch k={k}": switched(short, long, k) for k in ks})
             errors = {c: int((~right[c]).sum()) for c in columns}
             for c in columns:
                 totals[c] += errors[c]
             print(f"{name:<20} {data_seed:>4} " + " ".join(f"{errors[c]:>13}" for c in columns), flush=True)
     print(f"{'total':<25} " + " ".join(f"{totals[c]:>13}" for c in columns))
-    base = totals["window 2000"]
-    print("total / window 2000: " + ", ".join(f"{c} {totals[c] / base:.4f}" for c in columns))
+    base = totals[f"window {SHORT_WINDOW}"]
+    print(f"total / window {SHORT_WINDOW}: " + ", ".join(f"{c} {totals[c] / base:.4f}" for c in columns))
     return 0
 
 

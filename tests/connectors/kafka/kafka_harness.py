@@ -85,11 +85,14 @@ def outputs_by_stream(bootstrap: str, prefix: str, isolation: str = "read_commit
 def describe_missing(want: dict, got: dict, again: dict) -> str:
     """What ``got`` lacks of ``want`` (both as :func:`outputs_by_stream` gives them), per (kind, stream): how many
     records, of which model versions, on which output partitions, and how many a second read (``again``) found. A
-    record a second read finds was cut off by the first read's end; one neither finds never reached the topic."""
+    record a second read finds was cut off by the first read's end; one neither finds never reached the topic. A
+    (kind, stream) with none missing but another count (duplicates) is named with its counts."""
     lines = []
     for key in want:
         miss = set(want[key]) - set(got.get(key, ()))
         if not miss:
+            if len(got.get(key, ())) != len(want[key]):
+                lines.append(f"{key}: {len(got[key])} records, {len(want[key])} expected, none missing")
             continue
         recs = [orjson.loads(m) for m in miss]
         versions = Counter(r.get("model_version") for r in recs)
