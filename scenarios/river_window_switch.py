@@ -1,95 +1,82 @@
-"""Would a short and a long window, chosen by their recent errors, beat the adapter's one window? A measurement for
-the River adapter's design, not a benchmark of something it does.
+"""The classifier's short and long windows (``ForestClassifier(long_window=2.0)``) against its one window and ARF.
 
-On the binary streams of :mod:`scenarios.benchmarks.river_families`, progressive validation (test, then train) of
-``ForestClassifier()`` (window 2,000), ``ForestClassifier(window_size=4000)`` and River's ``ARFClassifier``; then a
-switcher that predicts each sample with whichever window made fewer errors over the last ``k`` scored samples (past
-information only, as an online chooser would have it). Prints the errors per stream and in total.
+On the streams of :mod:`scenarios.benchmarks.river_families` (binary and multiclass), progressive validation (test,
+then train) of ``ForestClassifier()`` (one window of 2,000), ``ForestClassifier(long_window=2.0)`` (a window of
+2,000 and one of 4,000, the one with fewer recent errors predicting, see ``connectors/river/pair.py``) and River's
+``ARFClassifier``, all with the same model seed. Prints the errors and seconds per stream, the totals, and where
+the pair errs more than the one window and than ARF.
 
     python -m scenarios.river_window_switch [--only sine02_gradual,sine0] [--data-seeds 1,2] [--model-seed 1]
-        [--k 100,300,1000] [--no-arf]
+        [--no-arf]
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from river import forest
 
-from scenarios.benchmarks.river_families import BINARY
+from scenarios.benchmarks.river_families import STREAMS
 from streamforest.connectors.river import ForestClassifier
 
-#: The adapter's default window and the long one it is paired with.
-SHORT_WINDOW = 2000
-LONG_WINDOW = 4000
+ONE, PAIR, ARF = "one window", "long_window=2", "ARF"
 
 
-def correct(model: Any, samples: list[tuple[dict, Any]]) -> np.ndarray:
-    """Per sample, whether ``model`` predicted it right before learning it."""
-    out = np.zeros(len(samples), dtype=bool)
-    for i, (x, y) in enumerate(samples):
-        out[i] = model.predict_one(x) == y
+def errors_and_seconds(model: Any, samples: list[tuple[dict, Any]]) -> tuple[int, float]:
+    """Errors of progressive validation of ``model`` on ``samples`` and the seconds it took."""
+    errors = 0
+    start = time.perf_counter()
+    for x, y in samples:
+        errors += model.predict_one(x) != y
         model.learn_one(x, y)
-    return out
-
-
-def switched(short: np.ndarray, long: np.ndarray, k: int) -> np.ndarray:
-    """Per sample, whether the switcher was right: it takes ``long``'s prediction when ``long`` made fewer errors
-    than ``short`` over the ``k`` samples scored before it.
-
-    Examples
-    --------
-    >>> short = np.array([True, False, False, True, True])
-    >>> long = np.array([True, True, True, False, True])
-    >>> switched(short, long, k=2).tolist()  # long has erred less over the two samples before the third and fourth
-    [True, False, True, False, True]
-    """
-    errors_short = np.concatenate([[0], np.cumsum(~short)])
-    errors_long = np.concatenate([[0], np.cumsum(~long)])
-    i = np.arange(len(short))
-    lo = np.maximum(0, i - k)
-    use_long = errors_long[i] - errors_long[lo] < errors_short[i] - errors_short[lo]
-    return np.where(use_long, long, short)
+    return errors, time.perf_counter() - start
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated stream names (default: every binary stream)")
+    ap.add_argument("--only", default="", help="comma-separated stream names (default: every stream)")
     ap.add_argument("--data-seeds", default="1,2")
     ap.add_argument("--model-seed", type=int, default=1)
-    ap.add_argument("--k", default="100,300,1000", help="comma-separated look-backs of the switcher")
     ap.add_argument("--no-arf", action="store_true", help="skip River's ARFClassifier (the slowest part)")
     args = ap.parse_args(argv)
-    names = [n for n in args.only.split(",") if n] or list(BINARY)
-    unknown = sorted(set(names) - set(BINARY))
+    names = [n for n in args.only.split(",") if n] or list(STREAMS)
+    unknown = sorted(set(names) - set(STREAMS))
     if unknown:
-        ap.error(f"unknown streams {unknown}; known: {sorted(BINARY)}")
-    ks = [int(k) for k in args.k.split(",")]
-    models: dict[str, Callable[[], Any]] = {
-        f"window {SHORT_WINDOW}": lambda: ForestClassifier(seed=args.model_seed, window_size=SHORT_WINDOW),
-        f"window {LONG_WINDOW}": lambda: ForestClassifier(seed=args.model_seed, window_size=LONG_WINDOW)}
+        ap.error(f"unknown streams {unknown}; known: {sorted(STREAMS)}")
+    seed = args.model_seed
+    models: dict[str, Callable[[], Any]] = {ONE: lambda: ForestClassifier(seed=seed),
+                                            PAIR: lambda: ForestClassifier(seed=seed, long_window=2.0)}
     if not args.no_arf:
-        models["ARF"] = lambda: forest.ARFClassifier(seed=args.model_seed)
-    columns = [*models, *(f"switch k={k}" for k in ks)]
-    print(f"errors of progressive validation, model seed {args.model_seed}")
-    print(f"{'stream':<20} {'seed':>4} " + " ".join(f"{c:>13}" for c in columns))
-    totals = dict.fromkeys(columns, 0)
+        models[ARF] = lambda: forest.ARFClassifier(seed=seed)
+    errors_and_seconds(models[PAIR](), STREAMS["sine0"][1](0)[:500])  # compile the kernels outside the timings
+    print(f"errors of progressive validation (seconds), model seed {seed}")
+    print(f"{'stream':<20} {'seed':>4} " + " ".join(f"{c:>20}" for c in models))
+    totals = {c: [0, 0.0] for c in models}
+    rows = []
     for name in names:
         for data_seed in (int(s) for s in args.data_seeds.split(",")):
-            samples = BINARY[name][1](data_seed)
-            right = {label: correct(make(), samples) for label, make in models.items()}
-            short, long = right[f"window {SHORT_WINDOW}"], right[f"window {LONG_WINDOW}"]
-            right.update({f"switch k={k}": switched(short, long, k) for k in ks})
-            errors = {c: int((~right[c]).sum()) for c in columns}
-            for c in columns:
-                totals[c] += errors[c]
-            print(f"{name:<20} {data_seed:>4} " + " ".join(f"{errors[c]:>13}" for c in columns), flush=True)
-    print(f"{'total':<25} " + " ".join(f"{totals[c]:>13}" for c in columns))
-    base = totals[f"window {SHORT_WINDOW}"]
-    print(f"total / window {SHORT_WINDOW}: " + ", ".join(f"{c} {totals[c] / base:.4f}" for c in columns))
+            samples = STREAMS[name][1](data_seed)
+            got = {c: errors_and_seconds(make(), samples) for c, make in models.items()}
+            for c, (e, s) in got.items():
+                totals[c][0] += e
+                totals[c][1] += s
+            rows.append((name, data_seed, got))
+            print(f"{name:<20} {data_seed:>4} " + " ".join(f"{e:>12} ({s:5.1f})" for e, s in got.values()),
+                  flush=True)
+    print(f"{'total':<25} " + " ".join(f"{e:>12} ({s:5.1f})" for e, s in totals.values()))
+    (e_pair, s_pair), (e_one, s_one) = totals[PAIR], totals[ONE]
+    print(f"{PAIR} / {ONE}: errors {e_pair / e_one:.4f}, seconds {s_pair / s_one:.2f}")
+    for peer in [c for c in (ONE, ARF) if c in models]:
+        diffs = sorted(((got[PAIR][0] - got[peer][0], name, ds) for name, ds, got in rows), reverse=True)
+        more = [d for d in diffs if d[0] > 0]
+        print(f"{PAIR} errs more than {peer} on {len(more)} of {len(diffs)} streams; worst {diffs[0][0]:+d} "
+              f"({diffs[0][1]} {diffs[0][2]}), best {diffs[-1][0]:+d} ({diffs[-1][1]} {diffs[-1][2]})")
+    if ARF in models:
+        one_more = sum(got[ONE][0] > got[ARF][0] for _, _, got in rows)
+        print(f"{ONE} errs more than {ARF} on {one_more} of {len(rows)} streams")
     return 0
 
 

@@ -341,6 +341,7 @@ class ForestDriver:
         self._binned_on = 0  # the samples the forest's bins came from (see REBIN_GROWTH)
         self._scored = 0  # samples (by arrival number) whose error has gone to the detector, or that predate the forest
         self.n_drifts = 0
+        self.n_cuts = 0  # times the window forgot its older samples (drifts, and cuts through a transition)
         self._old: tuple[FeatureStreamForest, list[tuple[Hashable, str]]] | None = None
         self._old_classes: list[Hashable] = []
         self._duel = np.zeros((DUEL_ERRORS, 2))  # ring of (old forest's, current forest's) errors on one sample
@@ -603,6 +604,7 @@ class ForestDriver:
 
     def _cut(self, keep: int) -> None:
         """Forget all but the latest ``keep`` samples and grow a generation on them that replaces every older one."""
+        self.n_cuts += 1
         self.window.forget(keep)
         self._reset_backoff()
         self._rise_temper = 0.0
@@ -706,6 +708,16 @@ class ForestDriver:
         base = self._history[:m].mean()
         excess = recent - base
         self._temper = float(excess) if excess > TEMPER_Z * math.sqrt(base * (1 - base) / RECENT_ERRORS) else 0.0
+
+    @property
+    def n_scored(self) -> int:
+        """A classifier's errors noted in the history so far (none without a drift detector)."""
+        return self._n_history
+
+    def recent_errors(self, n: int) -> float:
+        """How many of the latest ``n`` scored samples (at most :data:`BASELINE_ERRORS`) the forest erred on."""
+        size = self._history.size
+        return float(self._history[(self._n_history - 1 - np.arange(min(n, size, self._n_history))) % size].sum())
 
     def _note_duel(self, old: np.ndarray, current: np.ndarray) -> None:
         """Through a transition, the errors of the old concept's forest and of the current one on the same new

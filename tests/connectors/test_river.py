@@ -322,6 +322,88 @@ def test_a_regressor_refuses_a_refresh_backoff():
         ForestEncoder(task="regression", refresh_backoff=2)
 
 
+@pytest.mark.parametrize("value", [1, 1.0, 0.5, True, "2", [2]])
+def test_a_long_window_that_is_not_longer_is_refused(value):
+    with pytest.raises(ValueError, match="long_window"):
+        ForestClassifier(long_window=value)
+
+
+# ----------------------------------------------------------------------------- the short and the long window
+
+
+def scored(model, samples):
+    """Progressive validation of ``model``; per sample, the window that predicted it."""
+    used = []
+    for x, y in samples:
+        used.append(model.predicting_window)
+        model.predict_proba_one(x)
+        model.learn_one(x, y)
+    return np.array(used)
+
+
+PAIRED = {**SMALL, "long_window": 2.0}
+
+
+def test_the_long_window_learns_twice_the_samples_a_quarter_as_often():
+    model = ForestClassifier(**PAIRED, seed=2)
+    scored(model, PHISHING[:700])
+    short, long = model._pair.short, model._pair.long
+    assert (len(short.window), len(long.window)) == (200, 400)
+    assert long.params["refresh_every"] == 4 * SMALL["refresh_every"]
+    assert long.params["seed"] != short.params["seed"]
+    # Each forest learned from its own window: the long one's newest generation from all 400 samples.
+    assert (short.forest.n_samples_, long.forest.n_samples_) == (200, 400)
+
+
+def test_the_window_with_fewer_recent_errors_predicts():
+    model = ForestClassifier(**PAIRED, seed=2)
+    used = scored(model, PHISHING[:700])
+    assert {200, 400} <= set(used.tolist())  # each predicted some of the samples
+    pair = model._pair
+    n = 300
+    pair._cuts = (pair.short.n_cuts, pair.long.n_cuts)
+    for short_errors, long_errors, want in ((5, 3, 400), (3, 5, 200), (4, 4, 200)):  # a tie: the short window
+        pair.short._note_errors(np.r_[np.ones(short_errors), np.zeros(n - short_errors)])
+        pair.long._note_errors(np.r_[np.ones(long_errors), np.zeros(n - long_errors)])
+        pair._since = (pair.short.n_scored - n, pair.long.n_scored - n)
+        assert model.predicting_window == want
+        x = PHISHING[700][0]
+        assert model.predict_proba_one(x) == (pair.long if want == 400 else pair.short).predict_proba(x)
+
+
+def test_a_cut_starts_the_comparison_over():
+    # STAGGER's abrupt change: each window is cut, and the prediction after a cut is the short window's (no error
+    # has been scored since: those before the change say nothing of the new concept).
+    model = ForestClassifier(seed=1, long_window=2.0)
+    pair, after_cut = model._pair, []
+    for x, y in STAGGER[:SWITCH + 300]:
+        cuts = pair.short.n_cuts + pair.long.n_cuts
+        model.learn_one(x, y)
+        if pair.short.n_cuts + pair.long.n_cuts > cuts:
+            after_cut.append(model.predicting_window)
+    assert pair.short.n_cuts >= 1 and pair.long.n_cuts >= 1
+    assert after_cut and set(after_cut) == {2000}
+
+
+def test_without_drift_detection_there_is_one_window():
+    model = ForestClassifier(**PAIRED, seed=2, drift_detector=drift.NoDrift())
+    assert set(scored(model, PHISHING[:500]).tolist()) == {200}
+    assert model._pair is None
+    one = ForestClassifier(**SMALL, seed=2)  # the default: one window
+    assert set(scored(one, PHISHING[:500]).tolist()) == {200} and one._pair is None
+
+
+def test_the_pair_is_deterministic():
+    def probas(model):
+        out = []
+        for x, y in PHISHING[:600]:
+            out.append(model.predict_proba_one(x))
+            model.learn_one(x, y)
+        return out
+
+    assert probas(ForestClassifier(**PAIRED, seed=5)) == probas(ForestClassifier(**PAIRED, seed=5))
+
+
 # ----------------------------------------------------------------------------- concept drift
 
 #: STAGGER's rule 0 for SWITCH samples, then its rule 2: an abrupt change of concept.
