@@ -48,7 +48,7 @@ least 0; ``ForestEncoder() | LogisticRegression()`` above 0.9 on Phishing.
 
     python -m scenarios.benchmarks.river [--reps 3] [--quick] [--only phishing,bananas] [--no-recovery] [--check]
         [--recovery-seeds 71,89 [--recovery-positions 1400,2600] [--recovery-widths 1,50,200]] [--recovery-reps 3]
-        [--refresh-backoff 4]
+        [--refresh-backoff 4] [--long-window 2]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -178,8 +178,9 @@ def multiclass_score(model: Any, samples: list[Sample]) -> tuple[float, float, f
     return acc, kappa, sps
 
 
-def multiclass_table(names: list[str], quick: bool, reps: int, refresh_backoff: int = 1) -> list[dict]:
-    """Ours and ARF on the multiclass streams ``names``, the model seeds 1..``reps``: medians, printed."""
+def multiclass_table(names: list[str], quick: bool, reps: int, options: Mapping[str, Any] | None = None) -> list[dict]:
+    """Ours (``ForestClassifier(**options)``) and ARF on the multiclass streams ``names``, the model seeds
+    1..``reps``: medians, printed."""
     table = multiclass_datasets(quick)
     rows = []
     if names:
@@ -191,7 +192,7 @@ def multiclass_table(names: list[str], quick: bool, reps: int, refresh_backoff: 
         samples = load()
         ours, arf = [], []
         for seed in range(1, reps + 1):  # interleaved, as the binary table
-            ours.append(multiclass_score(ForestClassifier(seed=seed, refresh_backoff=refresh_backoff), samples))
+            ours.append(multiclass_score(ForestClassifier(seed=seed, **(options or {})), samples))
             arf.append(multiclass_score(forest.ARFClassifier(seed=seed), samples))
         row = {"dataset": name, "description": description, "n_samples": len(samples), "runs_ours": ours,
                "runs_arf": arf}
@@ -286,10 +287,10 @@ def recovery_changes(quick: bool, changes: tuple = RECOVERY_CHANGES) -> list[tup
 
 
 def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES, untuned_seeds: tuple = UNTUNED_SEEDS,
-                   refresh_backoff: int = 1, reps: int = 1) -> list[dict]:
+                   options: Mapping[str, Any] | None = None, reps: int = 1) -> list[dict]:
     """Both models on every stream of the recovery table, printed as they come (``changes`` as
     :data:`RECOVERY_CHANGES`; the streams of ``untuned_seeds`` and :data:`UNTUNED_KINDS` are summed up apart; ours
-    with ``refresh_backoff``). With ``reps`` > 1 both models run with the model seeds 1..reps on each stream and a row
+    with ``options``). With ``reps`` > 1 both models run with the model seeds 1..reps on each stream and a row
     holds the means of their ROCAUC, exact AUC and accuracy and the median of their recoveries: one model seed's
     difference on one stream is often within what another seed moves it."""
     rows = []
@@ -300,7 +301,7 @@ def recovery_table(quick: bool, changes: tuple = RECOVERY_CHANGES, untuned_seeds
           f"{'ARF':>7} {'recovery ours':>13} {'ARF':>6} {'ratio':>6} {'drifts':>6}")
     for kind, position, width, seed in recovery_changes(quick, changes):
         samples = drift_stream(kind, position, width, seed=seed)
-        runs = [recovery_run(samples, position, model_seed, refresh_backoff) for model_seed in range(1, reps + 1)]
+        runs = [recovery_run(samples, position, model_seed, options) for model_seed in range(1, reps + 1)]
         name = f"{kind} @{position} w{width} s{seed}"
         row = {"stream": name, "kind": kind, "position": position, "width": width, "seed": seed,
                **{key: float(np.mean([r[key] for r in runs])) for key in RUN_MEANS},
@@ -331,10 +332,11 @@ RUN_MEANS = ("rocauc_ours", "rocauc_arf", "exact_auc_ours", "exact_auc_arf", "ac
              "settled")
 
 
-def recovery_run(samples: list[Sample], position: int, model_seed: int, refresh_backoff: int = 1) -> dict:
+def recovery_run(samples: list[Sample], position: int, model_seed: int,
+                 options: Mapping[str, Any] | None = None) -> dict:
     """Ours and ARF with one model seed on one stream of the recovery table: ROCAUC, exact AUC, accuracy, the settled
     accuracy (the better tail of the two) and each one's recovery."""
-    ours = ForestClassifier(seed=model_seed, refresh_backoff=refresh_backoff)
+    ours = ForestClassifier(seed=model_seed, **(options or {}))
     p_ours, p_arf = [], []
     auc_ours, acc_ours, right_ours = progressive(ours, samples, p_ours)
     auc_arf, acc_arf, right_arf = progressive(forest.ARFClassifier(seed=model_seed), samples, p_arf)
@@ -435,11 +437,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-backoff", type=int, default=1,
                     help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
                          "not stale (default 1: it does not)")
+    ap.add_argument("--long-window", type=float, default=None,
+                    help="ours' long_window: a second forest on a window this many times as long, the one with fewer "
+                         "recent errors predicting (default: one window)")
     args = ap.parse_args(argv)
     if args.recovery_reps < 1:
         ap.error(f"--recovery-reps must be a positive integer, got {args.recovery_reps}")
     if args.refresh_backoff < 1:
         ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
+    if args.long_window is not None and not args.long_window > 1:
+        ap.error(f"--long-window must be above 1, got {args.long_window}")
+    options = {"refresh_backoff": args.refresh_backoff, "long_window": args.long_window}
 
     table, multiclass = load_datasets(args.quick), multiclass_datasets(args.quick)
     names = [*table, *multiclass] if not args.only else [n for n in args.only.split(",") if n]
@@ -463,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         samples = load()
         ours, arf, drifts = [], [], []
         for seed in range(1, args.reps + 1):
-            model = ForestClassifier(seed=seed, refresh_backoff=args.refresh_backoff)
+            model = ForestClassifier(seed=seed, **options)
             ours.append(score(model, samples))
             drifts.append(model.n_drifts_detected)
             arf.append(score(forest.ARFClassifier(seed=seed), samples))
@@ -500,19 +508,18 @@ def main(argv: list[str] | None = None) -> int:
             encoders.append(row)
             print(f"{pipeline}: ROCAUC {row['rocauc']:.4f}, {row['sps']:,.0f} samples/s{target}")
 
-    multiclass_rows = multiclass_table(multiclass_names, args.quick, args.reps, args.refresh_backoff)
+    multiclass_rows = multiclass_table(multiclass_names, args.quick, args.reps, options)
 
     changes, untuned = RECOVERY_CHANGES, UNTUNED_SEEDS
     if args.recovery_seeds:
         changes = tuple((seed, args.recovery_positions, args.recovery_widths) for seed in args.recovery_seeds)
         untuned = args.recovery_seeds
-    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned, args.refresh_backoff,
-                                                                  args.recovery_reps)
+    recoveries = [] if args.no_recovery else recovery_table(args.quick, changes, untuned, options, args.recovery_reps)
 
     import river
 
     record = {"environment": environment({"river": river.__version__}, reps=args.reps, quick=args.quick),
-              "ours": "ForestClassifier() defaults", "refresh_backoff": args.refresh_backoff,
+              "ours": "ForestClassifier() defaults but for these options", **options,
               "arf": "river.forest.ARFClassifier() defaults",
               "metric": "ROCAUC (progressive validation)", "rows": rows, "encoders": encoders,
               "multiclass": multiclass_rows,
