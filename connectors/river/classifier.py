@@ -109,8 +109,8 @@ class ForestClassifier(WindowForest, base.Classifier):
         more often. With ``drift.NoDrift()`` no error is scored and nothing is tempered.
     long_window
         ``None`` (the default): one window. A number above 1: a second forest is driven on a window this many times
-        ``window_size``, growing a generation four times less often (twice the samples a quarter as often, about half
-        the first one's growth), with drift handling of its own, and each sample is predicted by the window that
+        ``window_size``, growing a generation eight times less often (twice the samples an eighth as often, a quarter
+        of the first one's growth), with drift handling of its own, and each sample is predicted by the window that
         erred on fewer of the last 300 samples both scored (the short one on a tie, and until both have scored
         samples since the latest cut of either window). A long window draws a sharper boundary on a stationary
         concept; after a change, whichever window's drift handling follows it better predicts. On the 19 streams

@@ -344,12 +344,12 @@ def scored(model, samples):
 PAIRED = {**SMALL, "long_window": 2.0}
 
 
-def test_the_long_window_learns_twice_the_samples_a_quarter_as_often():
+def test_the_long_window_learns_twice_the_samples_an_eighth_as_often():
     model = ForestClassifier(**PAIRED, seed=2)
     scored(model, PHISHING[:700])
     short, long = model._pair.short, model._pair.long
     assert (len(short.window), len(long.window)) == (200, 400)
-    assert long.params["refresh_every"] == 4 * SMALL["refresh_every"]
+    assert long.params["refresh_every"] == 8 * SMALL["refresh_every"]
     assert long.params["seed"] != short.params["seed"]
     # Each forest learned from its own window: the long one's newest generation from all 400 samples.
     assert (short.forest.n_samples_, long.forest.n_samples_) == (200, 400)
@@ -391,6 +391,14 @@ def test_without_drift_detection_there_is_one_window():
     assert model._pair is None
     one = ForestClassifier(**SMALL, seed=2)  # the default: one window
     assert set(scored(one, PHISHING[:500]).tolist()) == {200} and one._pair is None
+
+
+def test_a_new_key_arrives_in_both_windows():
+    model = ForestClassifier(**PAIRED, seed=3)
+    for i, (x, y) in enumerate(PHISHING[:600]):
+        model.learn_one({k: v for k, v in x.items() if i >= 450 or k != "is_popular"}, y)
+    for driver in (model._pair.short, model._pair.long):
+        assert ["is_popular"] in [g["forced"] for g in driver.forest.generations_]
 
 
 def test_the_pair_is_deterministic():
