@@ -114,8 +114,8 @@ class ForestClassifier(WindowForest, base.Classifier):
         erred on fewer of the last 300 samples both scored (the short one on a tie, and until both have scored
         samples since the latest cut of either window). A long window draws a sharper boundary on a stationary
         concept; after a change, whichever window's drift handling follows it better predicts. On the 19 streams
-        of ``scenarios.benchmarks.river_families``, ``long_window=2.0`` made 1.3-1.7% fewer errors in all and took
-        about 1.6 times as long (``python -m scenarios.river_window_switch``; README). It reads the errors the
+        of ``scenarios.benchmarks.river_families``, ``long_window=2.0`` made 1.3-2.4% fewer errors in all and took
+        about 1.5 times as long (``python -m scenarios.river_window_switch``; README). It reads the errors the
         drift detector is fed: with ``drift.NoDrift()`` there is one window.
     seed
         Random seed: the same seed and stream give the same predictions.
