@@ -7,7 +7,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,15 @@ def int_list(text: str) -> tuple[int, ...]:
 
 
 def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], out: Path, check: str,
-                     one_draw: str) -> tuple[argparse.Namespace, list[str]]:
+                     one_draw: str, extra: Callable[[argparse.ArgumentParser], Any] | None = None,
+                     ) -> tuple[argparse.Namespace, list[str]]:
     """The options of a benchmark of both models on named streams (``--reps``, ``--data-seeds``, ``--only``,
-    ``--out``, ``--check``: ``check`` says what it checks, ``one_draw`` which streams have one draw), parsed and
-    checked, and the streams chosen."""
+    ``--out``, ``--check``: ``check`` says what it checks, ``one_draw`` which streams have one draw; ``extra`` adds a
+    benchmark's own), parsed and checked, and the streams chosen."""
     streams = list(streams)
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if extra is not None:
+        extra(ap)
     ap.add_argument("--reps", type=int, default=3, help="model seeds 1..reps, both models (default 3)")
     ap.add_argument("--data-seeds", type=int_list, default=(1,),
                     help=f"the generators' seeds, one row each (default 1; {one_draw} one row)")

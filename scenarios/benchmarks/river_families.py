@@ -14,17 +14,17 @@ was looked at on, to see whether the figures hold beyond the cases they were bui
   and LEDDrift switching abruptly from no drifting feature to 3.
 
 Each generator draws from ``data_seed`` (a change's second concept from the next seed). Ours
-(:class:`streamforest.connectors.river.ForestClassifier`) and ``river.forest.ARFClassifier``, both with default
-parameters, run interleaved with the model seeds 1..``--reps`` on the same samples (predict, then learn). A binary
-row holds the means over the model seeds of River's ``ROCAUC`` (10 thresholds), the exact ROC AUC of the same
-predictions, accuracy and log loss; a multiclass row accuracy and Cohen's kappa; both the samples per second and
-their ratio. The summary counts, per metric, the rows where ours is at least ARF's, with the worst and the mean
-difference.
+(:class:`streamforest.connectors.river.ForestClassifier`, with ``--long-window`` its ``long_window``) and
+``river.forest.ARFClassifier``, both with default parameters, run interleaved with the model seeds 1..``--reps`` on
+the same samples (predict, then learn). A binary row holds the means over the model seeds of River's ``ROCAUC`` (10
+thresholds), the exact ROC AUC of the same predictions, accuracy and log loss; a multiclass row accuracy and Cohen's
+kappa; both the samples per second and their ratio. The summary counts, per metric, the rows where ours is at
+least ARF's, with the worst and the mean difference.
 
 Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on every row.
 
     python -m scenarios.benchmarks.river_families [--reps 3] [--data-seeds 1,2] [--only sine01,imagesegments]
-        [--check]
+        [--check] [--long-window 2]
 """
 
 from __future__ import annotations
@@ -123,14 +123,15 @@ def multiclass_run(model: Any, samples: list[Sample]) -> dict[str, float]:
     return {"accuracy": acc, "kappa": kappa, "sps": sps}
 
 
-def run_stream(name: str, data_seed: int, reps: int) -> dict[str, Any]:
-    """Both models with the model seeds 1..``reps`` on one draw of ``name``: the means over the seeds."""
+def run_stream(name: str, data_seed: int, reps: int, long_window: float | None = None) -> dict[str, Any]:
+    """Both models with the model seeds 1..``reps`` on one draw of ``name`` (ours with ``long_window``): the means
+    over the seeds."""
     description, load = STREAMS[name]
     samples = load(data_seed)
     run = binary_run if name in BINARY else multiclass_run
     runs: dict[str, list[dict]] = {"ours": [], "arf": []}
     for seed in range(1, reps + 1):
-        runs["ours"].append(run(ForestClassifier(seed=seed), samples))
+        runs["ours"].append(run(ForestClassifier(seed=seed, long_window=long_window), samples))
         runs["arf"].append(run(forest.ARFClassifier(seed=seed), samples))
     row: dict[str, Any] = {"stream": name, "description": description, "data_seed": data_seed,
                            "binary": name in BINARY, "n_samples": len(samples)}
@@ -154,7 +155,12 @@ def summary(rows: list[dict], key: str, lower_is_better: bool = False) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_families.json"),
-                                   "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has")
+                                   "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has",
+                                   extra=lambda ap: ap.add_argument(
+                                       "--long-window", type=float, default=None,
+                                       help="ours' long_window (default: one window)"))
+    if args.long_window is not None and not args.long_window > 1:
+        sys.exit(f"--long-window must be above 1, got {args.long_window}")
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")
@@ -163,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'ARF':>6} {'ratio':>5}")
     rows = []
     for name, data_seed in stream_draws(names, args.data_seeds, BUNDLED):
-        r = run_stream(name, data_seed, args.reps)
+        r = run_stream(name, data_seed, args.reps, args.long_window)
         rows.append(r)
         seed = "-" if name in BUNDLED else str(data_seed)
         if r["binary"]:
@@ -186,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     missed = [f"{r['stream']}:{r['data_seed']}" for r in rows if r["accuracy_ours"] < r["accuracy_arf"]]
     return stream_outcome(args, {"river": river.__version__}, {"ours": "ForestClassifier() defaults",
+                                                                "long_window": args.long_window,
                                                                 "arf": "ARFClassifier() defaults", "rows": rows},
                           missed, "accuracy below ARF's")
 
