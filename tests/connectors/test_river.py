@@ -397,8 +397,8 @@ def test_a_new_key_arrives_in_both_windows():
     model = ForestClassifier(**PAIRED, seed=3)
     for i, (x, y) in enumerate(PHISHING[:600]):
         model.learn_one({k: v for k, v in x.items() if i >= 450 or k != "is_popular"}, y)
-    for driver in (model._pair.short, model._pair.long):
-        assert ["is_popular"] in [g["forced"] for g in driver.forest.generations_]
+    for one in (model._pair.short, model._pair.long):
+        assert ["is_popular"] in [g["forced"] for g in one.forest.generations_]
 
 
 def test_the_pair_is_deterministic():
