@@ -205,9 +205,10 @@ def test_a_prediction_routes_through_the_trees_of_every_generation_at_once(monke
     assert len(model.forest.generations_) > 1
 
 
-def test_nominal_keys_missing_values_and_bad_values():
+@pytest.mark.parametrize("long_window", [None, 2.0])
+def test_nominal_keys_missing_values_and_bad_values(long_window):
     rng = np.random.default_rng(1)
-    model = ForestClassifier(**SMALL, seed=0)
+    model = ForestClassifier(**SMALL, long_window=long_window, seed=0)
     for _ in range(300):
         colour = str(rng.choice(["red", "green", "blue"]))
         x = {"colour": colour, "size": float(rng.normal()), "note": None}
