@@ -200,21 +200,19 @@ class ForestClassifier(WindowForest, base.Classifier):
     def _multiclass(self) -> bool:
         return True
 
+    def _predicting(self) -> ForestDriver:
+        return self._pair.predicting() if self._pair is not None else self._driver
+
     @property
     def predicting_window(self) -> int:
         """The size of the window whose forest predicts the next sample (``window_size`` or the long window's)."""
-        driver = self._pair.predicting() if self._pair is not None else self._driver
-        return driver.params["window_size"]
+        return self._predicting().params["window_size"]
 
     def learn_one(self, x: dict[Hashable, Any], y: Any) -> None:
-        if self._pair is None:
-            self._driver.learn(x, y)
-        else:
-            self._pair.learn(x, y)
+        (self._pair or self._driver).learn(x, y)
 
     def predict_proba_one(self, x: dict[Hashable, Any], **kwargs: Any) -> dict[base.typing.ClfTarget, float]:
-        driver = self._pair.predicting() if self._pair is not None else self._driver
-        return driver.predict_proba(x)
+        return self._predicting().predict_proba(x)
 
     @classmethod
     def _unit_test_params(cls) -> Iterator[dict[str, Any]]:

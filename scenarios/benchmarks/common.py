@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import time
@@ -60,6 +61,23 @@ def int_list(text: str) -> tuple[int, ...]:
         return tuple(int(v) for v in text.split(",") if v)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def add_long_window(ap: argparse.ArgumentParser) -> None:
+    """The option ``--long-window``: ours' ``long_window`` (a number above 1; default: one window)."""
+
+    def above_one(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not value > 1:
+            raise argparse.ArgumentTypeError(f"expected a number above 1, got {text!r}")
+        return value
+
+    ap.add_argument("--long-window", type=above_one, default=None,
+                    help="ours' long_window: a second forest on a window this many times as long, the one with fewer "
+                         "recent errors predicting (default: one window)")
 
 
 def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], out: Path, check: str,

@@ -67,7 +67,7 @@ import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
 
-from scenarios.benchmarks.common import environment, int_list
+from scenarios.benchmarks.common import add_long_window, environment, int_list
 from streamforest.connectors.river import ForestClassifier, ForestEncoder
 from streamforest.metrics import roc_auc
 
@@ -437,16 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-backoff", type=int, default=1,
                     help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
                          "not stale (default 1: it does not)")
-    ap.add_argument("--long-window", type=float, default=None,
-                    help="ours' long_window: a second forest on a window this many times as long, the one with fewer "
-                         "recent errors predicting (default: one window)")
+    add_long_window(ap)
     args = ap.parse_args(argv)
     if args.recovery_reps < 1:
         ap.error(f"--recovery-reps must be a positive integer, got {args.recovery_reps}")
     if args.refresh_backoff < 1:
         ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
-    if args.long_window is not None and not args.long_window > 1:
-        ap.error(f"--long-window must be above 1, got {args.long_window}")
     options = {"refresh_backoff": args.refresh_backoff, "long_window": args.long_window}
 
     table, multiclass = load_datasets(args.quick), multiclass_datasets(args.quick)

@@ -41,7 +41,7 @@ import numpy as np
 from river import datasets, forest
 from river.datasets import synth
 
-from scenarios.benchmarks.common import stream_arguments, stream_draws, stream_outcome
+from scenarios.benchmarks.common import add_long_window, stream_arguments, stream_draws, stream_outcome
 from scenarios.benchmarks.river import exact_auc, led_drift, multiclass_score, progressive, switch, warm_up
 from streamforest.connectors.river import ForestClassifier
 
@@ -156,11 +156,7 @@ def summary(rows: list[dict], key: str, lower_is_better: bool = False) -> str:
 def main(argv: list[str] | None = None) -> int:
     args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_families.json"),
                                    "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has",
-                                   extra=lambda ap: ap.add_argument(
-                                       "--long-window", type=float, default=None,
-                                       help="ours' long_window (default: one window)"))
-    if args.long_window is not None and not args.long_window > 1:
-        sys.exit(f"--long-window must be above 1, got {args.long_window}")
+                                   extra=add_long_window)
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")
