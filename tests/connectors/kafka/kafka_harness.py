@@ -41,11 +41,24 @@ def create_topics(bootstrap: str, prefix: str, partitions: int = 4) -> str:
 
 
 def produce(bootstrap: str, topic: str, lines: list[bytes]) -> None:
+    """Write ``lines`` to ``topic`` keyed as the workers key them; fails unless the broker acknowledged each one."""
     p = KafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks="all")
-    for line in lines:
-        p.send(topic, key=message_key(line), value=line)
+    futures = [p.send(topic, key=message_key(line), value=line) for line in lines]
     p.flush()
     p.close()
+    failed = [(i, f.exception) for i, f in enumerate(futures) if not f.succeeded()]
+    assert not failed, f"the broker did not acknowledge {len(failed)} of {len(lines)} input records: {failed[:5]}"
+
+
+def describe_input(bootstrap: str, topic: str, lines: list[bytes]) -> str:
+    """Which of ``lines`` the input ``topic`` lacks (read uncommitted), with each partition's record count: tells
+    an input record the broker lost from one the workers did not process."""
+    held = read_topic(bootstrap, topic, "read_uncommitted")
+    missing = sorted(set(lines) - {r.value for r in held}, key=lines.index)
+    counts = Counter(r.partition for r in held)
+    where = [(lines.index(m), clients.key_partition(message_key(m), sorted(counts) or [0])) for m in missing]
+    return (f"input {topic}: {len(held)} of {len(lines)} records, by partition {dict(sorted(counts.items()))}; "
+            f"missing lines (index, partition): {where}")
 
 
 def read_topic(bootstrap: str, topic: str, isolation: str = "read_committed") -> list:

@@ -26,6 +26,7 @@ from kafka_harness import (
     WorkerProcess,
     assert_same_model,
     create_topics,
+    describe_input,
     describe_missing,
     embedded,
     final_streams,
@@ -131,7 +132,7 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
     had to leave and rejoin a stalled group (``None``: either)."""
     _, want, want_streams = reference
     logs = "\n".join(w.log() for w in workers)
-    got, _ = outputs_by_stream(b.bootstrap, prefix)
+    got, dead = outputs_by_stream(b.bootstrap, prefix)
     assert sorted(got) == sorted(want), logs
     if exactly_once:
         wrong = [key for key in want if got[key] != want[key]]
@@ -141,7 +142,10 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
         # Read again: tells a first read cut short by the broker's reported end from records never written.
         time.sleep(2)
         again, _ = outputs_by_stream(b.bootstrap, prefix)
-        pytest.fail(f"outputs differ for {wrong}\n{describe_missing(want, got, again)}\n{logs}", pytrace=False)
+        inputs = describe_input(b.bootstrap, f"{prefix}.input", reference[0])
+        letters = [(reason, reference[0].index(raw) if raw in reference[0] else raw[:80]) for reason, raw in dead]
+        pytest.fail(f"outputs differ for {wrong}\n{describe_missing(want, got, again)}\n{inputs}\n"
+                    f"dead letters (reason, input line): {letters}\n{logs}", pytrace=False)
     assert_same_model(final_streams(b.bootstrap, prefix), want_streams)
     stalls = [line for w in workers for line in w.lines if "stalled" in line]
     if defended is not None:
