@@ -169,9 +169,12 @@ def test_refreshes_follow_the_window_and_the_weights_decay():
 def test_refreshes_back_off_while_the_forest_is_not_stale():
     def refreshes(stream, backoff: int, **params) -> tuple[ForestClassifier, list[int], list[int]]:
         model = ForestClassifier(seed=1, refresh_backoff=backoff, **params)
-        at, every = [], []
-        refresh = model._driver._refresh
-        model._driver._refresh = lambda: at.append(model._driver.window.n_seen) or refresh()
+        at, every = [], []  # the growths on the window: refreshes, and the re-binned forest before any drift
+        d = model._driver
+        refresh, start = d._refresh, d._start
+        d._refresh = lambda: at.append(d.window.n_seen) or refresh()
+        d._start = lambda provisional=False, rebin=False: (rebin and at.append(d.window.n_seen)) or start(
+            provisional, rebin)
         for x, y in stream:
             model.learn_one(x, y)
             every.append(model._driver._every)
@@ -1007,28 +1010,33 @@ def test_after_a_drift_the_new_forest_waits_for_twice_grace_period_samples():
     assert model.forest.n_samples_ == 100
 
 
-def test_after_a_drift_the_forest_takes_new_bins_as_the_window_doubles():
-    # The new forest after a drift takes its bins from 2 * grace_period samples; at the first growth once the window
-    # holds twice the samples the bins came from (while those were fewer than REBIN_BELOW), a new forest of
-    # REBIN_GENERATIONS generations is grown on it. The detector goes on with the errors it followed: no drift is
-    # counted, nothing is forgotten. Before the first drift the forest from grace_period samples keeps its bins.
+def test_the_forest_takes_new_bins_as_the_window_doubles():
+    # Before any drift, the forest from grace_period samples is grown again once, on bins of the window, when it
+    # holds twice as many. After a drift the new forest takes its bins from 2 * grace_period samples; at the first
+    # growth once the window holds twice the samples the bins came from (while those were fewer than REBIN_BELOW), a
+    # new forest of REBIN_GENERATIONS generations is grown on it. A re-binned forest keeps the detector and the
+    # errors it followed: no drift is counted, nothing is forgotten.
     model = ForestClassifier(seed=3)
     state = model._driver
-    starts = []  # (drifts so far, samples the new forest was grown on, its generations)
+    starts = []  # (drifts so far, samples the new forest was grown on, its generations, whether a re-binning)
     forest = detector = None
     for x, y in STAGGER:
         model.learn_one(x, y)
         if model.forest is not forest and not state._provisional:
             forest = model.forest
-            starts.append((model.n_drifts_detected, forest.n_samples_, len(forest.generations_)))
-            if len(starts) > 2:
-                assert state._detector is detector and len(state.window) == forest.n_samples_
+            rebinned = state._detector is detector
+            starts.append((model.n_drifts_detected, forest.n_samples_, len(forest.generations_), rebinned))
+            if rebinned:
+                assert len(state.window) == forest.n_samples_
             detector = state._detector
-    assert starts[:2] == [(0, 50, 1), (1, 100, 1)] and len(starts) == 4
-    sizes = [n for _, n, _ in starts[1:]]
+    grace = model.grace_period
+    assert starts[0] == (0, grace, 1, False) and starts[2] == (1, 2 * grace, 1, False) and len(starts) == 5
+    assert starts[1][::2] == (0, driver.REBIN_GENERATIONS) and starts[1][3]
+    assert 2 * grace <= starts[1][1] < 2 * grace + model.refresh_every
+    sizes = [n for _, n, _, _ in starts[2:]]
     assert all(2 * a <= b < 2 * a + model.refresh_every for a, b in itertools.pairwise(sizes))
     assert sizes[-2] < driver.REBIN_BELOW <= sizes[-1]
-    assert all(d == 1 and g == driver.REBIN_GENERATIONS for d, _, g in starts[2:])
+    assert all(d == 1 and g == driver.REBIN_GENERATIONS and r for d, _, g, r in starts[3:])
 
 
 def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_replace_while_the_old_forest_errs(
