@@ -95,7 +95,7 @@ class ForestEncoder(WindowForest, base.SupervisedTransformer, base.Transformer):
     >>> from streamforest.connectors.river import ForestEncoder
     >>> model = ForestEncoder(seed=42) | linear_model.LogisticRegression()
     >>> evaluate.progressive_val_score(datasets.Phishing(), model, metrics.ROCAUC())
-    ROCAUC: 91.82%
+    ROCAUC: 91.46%
     >>> x, y = next(iter(datasets.Phishing()))
     >>> encoding = model["ForestEncoder"].transform_one(x)
     >>> len(encoding) > 0, all(0 <= k < N_COMPONENTS for k in encoding)
