@@ -762,6 +762,25 @@ def test_a_regressors_error_rising_after_its_learning_curve_cuts_the_window_and_
     assert 0 < old_predicted < 100
 
 
+def test_a_regressors_first_forest_takes_new_bins_once_and_none_after_a_drift():
+    # The regressor's first forest is re-binned once, as a classifier's, when the window holds twice grace_period
+    # samples; after a drift its new forest comes at grace_period samples and keeps its bins.
+    stream = list(synth.FriedmanDrift(drift_type="gra", position=(2000, 5000), seed=4).take(2600))
+    model = ForestRegressor(seed=1)
+    state, grace = model._driver, model.grace_period
+    starts = []  # (drifts so far, samples the new forest was grown on, its generations)
+    forest = None
+    for x, y in stream:
+        model.learn_one(x, y)
+        if model.forest is not forest and not state._provisional:
+            forest = model.forest
+            starts.append((model.n_drifts_detected, forest.n_samples_, len(forest.generations_)))
+    assert starts[0] == (0, grace, 1) and starts[1][::2] == (0, driver.REBIN_GENERATIONS)
+    assert 2 * grace <= starts[1][1] < 2 * grace + model.refresh_every
+    after = [s for s in starts if s[0]]
+    assert after and all(g == 1 for _, _, g in after)
+
+
 def first_drift(stream: list) -> int | None:
     """The sample at which a ForestClassifier learning ``stream`` first detects a drift (None: never)."""
     model = ForestClassifier(seed=1)
