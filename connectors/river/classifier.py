@@ -184,6 +184,8 @@ class ForestClassifier(WindowForest, base.Classifier):
         long_window: float | None = None,
         seed: int | None = None,
     ) -> None:
+        # River's clone and parameter checks read the parameters from this signature, so it names WindowForest's
+        # again beside long_window (ForestEncoder's does the same for its own).
         if long_window is not None and (isinstance(long_window, bool) or not isinstance(long_window, (int, float))
                                         or not long_window > 1):
             raise ValueError(f"long_window must be a number above 1 or None, got {long_window!r}")
