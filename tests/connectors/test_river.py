@@ -556,6 +556,68 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     assert np.mean(accuracies) > 0.88
 
 
+def _sine_old_concept(x0: float, x1: float, y: int) -> bool:
+    """Whether ``y`` is Sine function 0's label and not function 2's (River's ``synth.Sine``)."""
+    zero = 0 if x0 >= math.sin(x1) else 1
+    two = 0 if x0 >= 0.5 + 0.3 * math.sin(3 * math.pi * x1) else 1
+    return zero != two and y == zero
+
+
+def _sifting(monkeypatch) -> list[tuple[int, list[tuple[float, float, int]]]]:
+    """Record, per refresh that sifts, the arrival number and the (x0, x1, label) of each sample it leaves out."""
+    sifted = driver.ForestDriver._sifted
+    notes = []
+
+    def noting(self, order):
+        kept = sifted(self, order)
+        out = np.setdiff1d(order, kept)
+        if out.size:
+            w = self.window
+            labels = [self.labels[int(c)] for c in w.labels(out)]
+            notes.append((w.n_seen, list(zip(w.column(w.index[0], out).tolist(), w.column(w.index[1], out).tolist(),
+                                             labels, strict=True))))
+        return kept
+
+    monkeypatch.setattr(driver.ForestDriver, "_sifted", noting)
+    return notes
+
+
+def test_after_a_gradual_change_refreshes_leave_out_the_old_concepts_samples(monkeypatch):
+    # Sine function 0 -> 2 over 500 samples at 2,500: the drift is detected early in the change, and the samples
+    # kept then hold the old function's labels where the two disagree. After the transition, refreshes leave out
+    # the earlier samples that a generation grown on the later ones gets wrong and the old forest gets right: most of
+    # those left out are the old function's, and the forest errs less from 3,000 to 4,000 samples than without.
+    stream = list(synth.ConceptDriftStream(synth.Sine(0, seed=4), synth.Sine(2, seed=5), seed=6, position=2500,
+                                           width=500).take(4000))
+
+    def errors() -> int:
+        model = ForestClassifier(seed=1)
+        wrong = 0
+        for i, (x, y) in enumerate(stream):
+            wrong += i >= 3000 and model.predict_one(x) != y
+            model.learn_one(x, y)
+        return wrong
+
+    notes = _sifting(monkeypatch)
+    sifted = errors()
+    left_out = [s for _, samples in notes for s in samples]
+    assert notes and all(2500 < n < 4000 for n, _ in notes)
+    assert np.mean([_sine_old_concept(*s) for s in left_out]) > 0.8
+    monkeypatch.setattr(driver, "SIFT_Z", math.inf)
+    assert sifted < errors()
+
+
+def test_after_an_abrupt_change_refreshes_leave_out_nothing(monkeypatch):
+    # Sine function 2 -> 3 at 2,500: every sample kept after the drift is of the new function, and the old forest
+    # errs as often on the earlier ones as on the later ones: nothing is left out.
+    stream = [*synth.Sine(2, seed=4).take(2500), *synth.Sine(3, seed=5).take(1000)]
+    notes = _sifting(monkeypatch)
+    model = ForestClassifier(seed=1)
+    for x, y in stream:
+        model.learn_one(x, y)
+    assert model.n_drifts_detected >= 1 and not notes
+
+
 def test_through_a_gradual_change_a_refresh_learns_from_the_samples_after_the_old_concepts_error_rose(monkeypatch):
     # STAGGER rule 0 -> 2 over 200 samples: the samples kept at the cut still mix both rules. Through the
     # transition a refresh learns only from the samples after the most likely rise of the old rule's forest's errors:
