@@ -1002,7 +1002,9 @@ class ForestDriver:
                                     else derive_seed(seed, _SIFT_SALT, w.n_seen))
         judge.fit(self._columns(self._forest_keys, late), y_late, kinds=self._kinds())
         drop = np.zeros(w.size, dtype=np.bool_)
-        drop[since[:half]] = (self._errors_of(judge, self._forest_keys, since[:half], y[:half]) > e[:half])
+        # A class the later half lacks (a rare one) is no evidence against the earlier samples of it.
+        drop[since[:half]] = ((self._errors_of(judge, self._forest_keys, since[:half], y[:half]) > e[:half])
+                              & np.isin(y[:half], judge.classes_))
         kept = order[~drop[order]]
         return kept if kept.size < order.size and np.unique(w.labels(kept)).size > 1 else order
 
