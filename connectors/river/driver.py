@@ -389,9 +389,12 @@ class ForestDriver:
         self._old_detector: Any = None
         self._transition_end = 0
         # After a transition: the old concept's forest, kept to sift the samples since the drift (see _sifted),
-        # until _sift_end; the arrival number of the first sample kept at the drift.
+        # until _sift_end; its errors per window slot, computed for the samples up to _sift_routed (arrival
+        # number); the arrival number of the first sample kept at the drift.
         self._sift: tuple[FeatureStreamForest, list[tuple[Hashable, str]]] | None = None
         self._sift_end = 0
+        self._sift_errors = np.zeros(0)
+        self._sift_routed = 0
         self._drift_start = 0
         self._history = np.zeros(BASELINE_ERRORS)  # ring of the latest scored errors (classification)
         self._n_history = 0
@@ -841,6 +844,7 @@ class ForestDriver:
         if self.window.n_seen >= self._transition_end:
             if not self.regression:
                 self._sift, self._sift_end = self._old, self.window.n_seen + int(self.window.size * SIFT_SHARE)
+                self._sift_errors, self._sift_routed = np.full(self.window.size, np.nan), self._drift_start
             self._old = self._old_detector = None
             self._use_old = False
             self._old_share = 0.0
@@ -989,7 +993,12 @@ class ForestDriver:
             return order
         old, keys = self._sift
         y = w.labels(since)
-        e = self._errors_of(old, keys, since, y)
+        # The old forest and a slot's sample stay the same while it sifts: each sample is routed through it once.
+        fresh = since[since.size - min(since.size, w.n_seen - self._sift_routed):]
+        if fresh.size:
+            self._sift_errors[fresh] = self._errors_of(old, keys, fresh, w.labels(fresh))
+        self._sift_routed = w.n_seen
+        e = self._sift_errors[since]
         pooled = e.mean()
         se = math.sqrt(pooled * (1 - pooled) * (1 / half + 1 / (since.size - half)))
         if se == 0 or (e[half:].mean() - e[:half].mean()) / se <= SIFT_Z:
