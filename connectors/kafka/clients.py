@@ -6,6 +6,7 @@ import functools
 import logging
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -16,7 +17,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove, NewTopic
 from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
 from kafka.coordinator.assignors.range import RangePartitionAssignor
-from kafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError, for_code
+from kafka.errors import (
+    DuplicateSequenceNumberError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    for_code,
+)
 from kafka.partitioner.default import murmur2
 from kafka.producer.transaction_manager import TransactionState
 from kafka.protocol.admin import DescribeGroupsRequest
@@ -282,18 +289,58 @@ OPEN_TRANSACTION = (TransactionState.IN_TRANSACTION, TransactionState.COMMITTING
                     TransactionState.ABORTABLE_ERROR, TransactionState.ABORTING_TRANSACTION)
 
 
+#: Per kafka-python producer: the batches a broker answered with DUPLICATE_SEQUENCE_NUMBER, as (topic-partition,
+#: records, attempts) (:func:`_watch_duplicates`).
+_DUPLICATES: weakref.WeakKeyDictionary[KafkaProducer, list[tuple[Any, int, int]]] = weakref.WeakKeyDictionary()
+
+
+def _watch_duplicates(producer: KafkaProducer) -> list[tuple[Any, int, int]]:
+    """The list of ``producer``'s batches answered with DUPLICATE_SEQUENCE_NUMBER, watched from the first call on.
+
+    kafka-python (like the Java client) completes such a batch as delivered: on Apache Kafka the answer means an
+    earlier attempt of the batch was written. A broker can give it to a batch it never wrote: Tansu 0.6 counts a
+    batch's sequence numbers before it stores the batch, and a store that fails or is retried after that count
+    answers the batch (or its retry) as a duplicate, and the records are nowhere. A record is delivered when the broker
+    says it wrote it, so :meth:`TrackedProducer.check_delivered` fails after such an answer, and the partitions
+    publish again from their committed state (a duplicate, where the broker had written it, is what at-least-once
+    allows; exactly-once aborts the transaction)."""
+    found = _DUPLICATES.get(producer)
+    if found is not None:
+        return found
+    found = _DUPLICATES[producer] = []
+    try:
+        sender = producer._sender
+        complete = sender._complete_batch
+    except AttributeError:
+        log.warning("this kafka-python's producer internals are not those TrackedProducer watches: a batch a broker "
+                    "answers as a duplicate counts as delivered")
+        return found
+
+    def complete_batch(batch: Any, response: Any) -> Any:
+        if response.error_code == DuplicateSequenceNumberError.errno:
+            found.append((batch.topic_partition, batch.record_count, batch.attempts))
+            log.warning("the broker answered a batch of %d records to %s (attempt %d) with DUPLICATE_SEQUENCE_NUMBER: "
+                        "not counted as delivered", batch.record_count, batch.topic_partition, batch.attempts + 1)
+        return complete(batch, response)
+
+    sender._complete_batch = complete_batch
+    return found
+
+
 class TrackedProducer:
     """A producer that keeps the delivery futures of what it sent since the last :meth:`check_delivered` (one per
     record sent with :meth:`send` or :meth:`send_records`, one per record batch filled by :meth:`send_block`), so
     that a transaction (or an at-least-once commit) goes ahead only when every one of its records was delivered:
     kafka-python can otherwise commit a transaction after one of its batches failed (e.g. a broker restart that
-    forgot the producer's sequence numbers)."""
+    forgot the producer's sequence numbers), or count as delivered a batch the broker answered as a duplicate
+    (:func:`_watch_duplicates`)."""
 
     def __init__(self, producer: KafkaProducer) -> None:
         self.producer = producer
         self.futures: list[Any] = []
         #: Broker connections of this producer lost so far (a transaction that saw one is not trusted).
         self.disconnects = 0
+        self.duplicates = _watch_duplicates(producer)
         self.bulk = blocks.supported(producer)
         if not self.bulk:
             log.warning("this kafka-python's producer internals are not those blocks.append_block writes to: "
@@ -413,13 +460,18 @@ class TrackedProducer:
 
     def check_delivered(self) -> None:
         """Flush, then raise a KafkaError if a record sent since the last check was not acknowledged
-        (:class:`DeliveryFailed` if it failed)."""
+        (:class:`DeliveryFailed` if it failed, or if the broker ever answered one of the producer's batches as a
+        duplicate: the producer is not trusted from then on)."""
         self.flush()
         for future in self.futures:
             if not future.is_done:
                 raise KafkaTimeoutError("a record was not acknowledged after the flush")
             if future.failed():
                 raise DeliveryFailed(f"a record was not delivered: {future.exception!r}")
+        if self.duplicates:
+            tp, n, attempts = self.duplicates[0]
+            raise DeliveryFailed(f"the broker answered a batch of {n} records to {tp} (attempt {attempts + 1}) with "
+                                 "DUPLICATE_SEQUENCE_NUMBER: whether it wrote them is unknown")
         self.futures.clear()
 
     def __getattr__(self, name: str) -> Any:

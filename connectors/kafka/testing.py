@@ -184,7 +184,9 @@ class TansuBroker:
         if self.s3 is None:
             self._s3(timeout)
         log = open(self.log_dir / "tansu.log", "ab")
-        env = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+        # Warnings (a produce it refused, and why) and the object store's retries go to tansu.log.
+        env = dict(os.environ, RUST_LOG="warn,object_store=info", AWS_ACCESS_KEY_ID="test",
+                   AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
                    AWS_ENDPOINT=f"http://127.0.0.1:{self.s3_port}", AWS_ALLOW_HTTP="true")
         url = f"tcp://{self.bootstrap}"
         self.proc = subprocess.Popen([_tansu(), "broker", "--listener-url", url, "--advertised-listener-url", url,

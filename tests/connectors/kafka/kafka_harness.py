@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,6 +115,17 @@ def describe_missing(want: dict, got: dict, again: dict) -> str:
         lines.append(f"missing {key}: {len(miss)} of {len(want[key])} records (got {len(got.get(key, ()))}); "
                      f"versions {dict(versions)}; output partitions {dict(parts)}; found by a second read: {found}")
     return "\n".join(lines)
+
+
+def broker_warnings(b, n: int = 30) -> str:
+    """The last ``n`` warnings and errors of a Tansu broker's log (it logs at warn, and the object store's retries),
+    for a failing test's message; empty for a broker without such a log."""
+    path = getattr(b, "log_dir", None)
+    if path is None or not (Path(path) / "tansu.log").exists():
+        return ""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", (Path(path) / "tansu.log").read_text(errors="replace"))
+    lines = [line[:300] for line in text.splitlines() if " WARN " in line or " ERROR " in line or "retry" in line]
+    return f"broker warnings (last {n} of {len(lines)}):\n" + "\n".join(lines[-n:])
 
 
 def reference_by_stream(out_dir: Path, raw_lines: list[bytes]) -> tuple[dict, list]:

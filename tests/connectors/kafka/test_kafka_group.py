@@ -25,6 +25,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka_harness import (
     WorkerProcess,
     assert_same_model,
+    broker_warnings,
     create_topics,
     describe_input,
     describe_missing,
@@ -145,7 +146,7 @@ def _check(b, prefix: str, reference, workers, exactly_once: bool, defended: boo
         inputs = describe_input(b.bootstrap, f"{prefix}.input", reference[0])
         letters = [(reason, reference[0].index(raw) if raw in reference[0] else raw[:80]) for reason, raw in dead]
         pytest.fail(f"outputs differ for {wrong}\n{describe_missing(want, got, again)}\n{inputs}\n"
-                    f"dead letters (reason, input line): {letters}\n{logs}", pytrace=False)
+                    f"dead letters (reason, input line): {letters}\n{broker_warnings(b)}\n{logs}", pytrace=False)
     assert_same_model(final_streams(b.bootstrap, prefix), want_streams)
     stalls = [line for w in workers for line in w.lines if "stalled" in line]
     if defended is not None:

@@ -377,6 +377,30 @@ def test_a_batch_in_flight_when_the_broker_dies_is_not_resent(tmp_path):
         b.stop()
 
 
+def test_a_batch_the_broker_answers_as_a_duplicate_is_not_delivered(tansu):
+    """Tansu answers DUPLICATE_SEQUENCE_NUMBER to a batch whose sequence numbers it counted before (here: the
+    producer's sequence for the partition rewound) and writes nothing; kafka-python completes the batch as delivered.
+    The producer's delivery check fails instead, naming the answer: the partitions publish again from their committed
+    state."""
+    admin = KafkaAdminClient(bootstrap_servers=tansu.bootstrap)
+    topic = f"duplicate-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    admin.close()
+    p = clients.TrackedProducer(clients.producer(WorkerConfig(bootstrap_servers=tansu.bootstrap)))
+    try:
+        tp = TopicPartition(topic, 0)
+        p.send(topic, b"first", partition=0)
+        p.check_delivered()
+        p._transaction_manager.reset_sequence_for_partition(tp)
+        dropped = p.send(topic, b"second", partition=0)
+        with pytest.raises(clients.DeliveryFailed, match="DUPLICATE_SEQUENCE_NUMBER"):
+            p.check_delivered()
+        assert dropped.succeeded()  # what kafka-python alone would have believed
+    finally:
+        p.close(timeout=10)
+    assert [r.value for r in read_topic(tansu.bootstrap, topic, "read_uncommitted")] == [b"first"]
+
+
 def test_a_producer_that_cannot_deliver_is_replaced(broker, reference):
     """At-least-once, the worker's shared producer is put mid-run in kafka-python's fatal state, where it aborts every
     batch from then on: where Tansu's ``UnknownError`` answer to the producer's epoch bump left it after a broker
