@@ -246,11 +246,14 @@ def _committed(b, group: str, topic: str) -> dict[int, int | None]:
         c.close()
 
 
-def _wait_outputs_on_every_partition(b, prefix: str, timeout: float = 120.0) -> None:
-    """Return once every partition of the predictions topic holds records (the members have made progress)."""
+def _wait_progress_on_every_input_partition(b, prefix: str, timeout: float = 120.0) -> None:
+    """Return once predictions of a stream of every input partition are out: each partition's task has processed
+    a message (a stream's predictions fall on every output partition, so outputs there say nothing of which input
+    partitions have moved)."""
     deadline = time.monotonic() + timeout
-    while {r.partition for r in read_topic(b.bootstrap, f"{prefix}.predictions")} != {0, 1, 2, 3}:
-        assert time.monotonic() < deadline, f"no predictions on every partition in {timeout:.0f} s"
+    while {key_partition(orjson.loads(r.value)["stream"].encode(), [0, 1, 2, 3])
+           for r in read_topic(b.bootstrap, f"{prefix}.predictions")} != {0, 1, 2, 3}:
+        assert time.monotonic() < deadline, f"no predictions from every input partition in {timeout:.0f} s"
         time.sleep(0.5)
 
 
@@ -272,7 +275,7 @@ def test_revoked_with_uncommitted_progress(tansu, reference):
     ws = _members(tansu, prefix, "12", False, *quiet, "--exit-when-idle", "25")
     for w in ws.values():
         w.wait_for("restored")
-    _wait_outputs_on_every_partition(tansu, prefix)
+    _wait_progress_on_every_input_partition(tansu, prefix)
     assert all(off is None for off in _committed(tansu, prefix, topic).values()), "committed before the rebalance"
     third = _members(tansu, prefix, "3", False, *quiet, "--exit-when-idle", "5")["3"]
     third.wait_for("restored")
@@ -281,7 +284,8 @@ def test_revoked_with_uncommitted_progress(tansu, reference):
               if (m := re.search(r"partition (\d+) revoked: state handed over", line))}
     assert moved and moved <= handed, "\n".join(w.log() for w in [*ws.values(), third])
     committed = _committed(tansu, prefix, topic)
-    assert all(committed[p] is not None and committed[p] > 0 for p in moved), committed
+    assert all(committed[p] is not None and committed[p] > 0 for p in moved), \
+        f"moved {sorted(moved)}, committed {committed}\n" + "\n".join(w.log() for w in [*ws.values(), third])
     produce(tansu.bootstrap, topic, lines[half:])
     workers = [*ws.values(), third]
     wait_all(workers)
