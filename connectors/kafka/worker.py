@@ -673,7 +673,10 @@ class Worker:
                     self._commit(task, force_state=True)
             finally:  # whatever the commit raised, the partition's task lets go of it
                 task.close(abort=True)
-            log.info("partition %d %s", p, "lost" if lost else "revoked: state handed over")
+            if lost:
+                log.info("partition %d lost", p)
+            else:
+                log.info("partition %d revoked: state handed over (committed offset %s)", p, task.committed_position)
 
     def _start_pending(self) -> None:
         now = time.monotonic()
