@@ -194,11 +194,10 @@ class PartitionTask:
 
     # ------------------------------------------------------------------ checkpoint
 
-    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False) -> bool:
-        """Flush outputs, then the changed state (when due or forced), then the offsets; exactly-once: all in this
-        partition's transaction. Returns whether anything was committed."""
+    def _due(self, consumer: KafkaConsumer, force_state: bool) -> tuple[int, bool] | None:
+        """What a checkpoint would commit now: (the offset, whether the state is written too); None: nothing."""
         if self.position is None:
-            return False
+            return None
         # While replaying, the outputs up to replay_until are published already: that is what is committed. A
         # commit of the replay's own position would move the offsets back, and a crash would republish them.
         upto = max(self.position, self.replay_until)
@@ -211,7 +210,16 @@ class PartitionTask:
         state_due = (dirty and (force_state or self.work_since_state >= self.config.state_interval)) or (
             quiet and (dirty or covered < self.position))
         if upto == self.committed_position and not state_due and not self.in_transaction:
+            return None
+        return upto, state_due
+
+    def checkpoint(self, consumer: KafkaConsumer, force_state: bool = False) -> bool:
+        """Flush outputs, then the changed state (when due or forced), then the offsets; exactly-once: all in this
+        partition's transaction. Returns whether anything was committed."""
+        due = self._due(consumer, force_state)
+        if due is None:
             return False
+        upto, state_due = due
         offsets = {self.tp: OffsetAndMetadata(upto, "", -1)}
         if self.config.exactly_once:
             if not self.in_transaction:
@@ -229,15 +237,34 @@ class PartitionTask:
                 raise KafkaConnectionError("the connection to the broker was lost during the transaction: its "
                                            "outcome is not trusted")
         else:
-            self.producer.check_delivered()
-            if state_due:
-                self._write_state()
-            self.changelog.write_position(self.producer, upto, self.config.topics.input)
-            self.producer.check_delivered()
+            self._publish(upto, state_due)
             consumer.commit(offsets)
-        self.committed_position = upto
-        self.metrics.commits.inc()
+        self.committed(offsets)
         return True
+
+    def prepare_commit(self, consumer: KafkaConsumer, force_state: bool = False) -> dict | None:
+        """At-least-once, what :meth:`checkpoint` does before it commits the offsets (every output delivered, the
+        state when due or forced, the position record); the offsets to commit, or None when nothing is due. The
+        caller commits them, then calls :meth:`committed`."""
+        due = self._due(consumer, force_state)
+        if due is None:
+            return None
+        upto, state_due = due
+        self._publish(upto, state_due)
+        return {self.tp: OffsetAndMetadata(upto, "", -1)}
+
+    def committed(self, offsets: dict) -> None:
+        """Record that ``offsets`` (this partition's) are committed."""
+        self.committed_position = offsets[self.tp].offset
+        self.metrics.commits.inc()
+
+    def _publish(self, upto: int, state_due: bool) -> None:
+        """At-least-once: the outputs delivered, then the state (when due) and the position record ``upto``."""
+        self.producer.check_delivered()
+        if state_due:
+            self._write_state()
+        self.changelog.write_position(self.producer, upto, self.config.topics.input)
+        self.producer.check_delivered()
 
     def _commit_transaction(self, offsets: dict, group: Any) -> None:
         """The offsets into the transaction and its commit: one helper thread for both (:func:`clients.bounded`)."""

@@ -1,10 +1,11 @@
 """The worker (the app): joins the group, starts a task per assigned partition, loops poll -> process ->
 checkpoint, and hands partitions over on rebalance.
 
-kafka-python 3 calls the rebalance listener on the consumer's I/O thread, while the loop may be in the middle of a
-message. The listener only queues what it was told (:attr:`Worker.rebalance_events`); the loop hands partitions over and
-takes new ones between two messages, so a partition's state is never snapshotted, nor its transaction closed, under
-a message being processed, and the revocation's commit waits for the broker's answer.
+kafka-python 3 calls the rebalance listener on the consumer's I/O thread. The listener queues what it was told
+(:attr:`Worker.rebalance_events`); the loop hands partitions over and takes new ones between two messages, so a
+partition's state is never snapshotted, nor its transaction closed, under a message being processed. At-least-once,
+a revocation's progress is committed by the listener itself, while the loop waits in its poll
+(:meth:`Worker.commit_revoked`): after the listener, kafka-python refuses commits until the follow-up join ends.
 
 Failures are local to a partition: when producing or committing fails (a broker restart, a fenced producer, a
 timeout), the partition's open transaction is aborted and the task is started again from the changelog, which
@@ -39,7 +40,7 @@ import zlib
 from collections import deque
 from typing import Any
 
-from kafka import ConsumerRebalanceListener, KafkaProducer
+from kafka import AsyncConsumerRebalanceListener, KafkaProducer
 from kafka.errors import FencedInstanceIdError, KafkaError
 from kafka.structs import MemberState
 
@@ -88,6 +89,8 @@ class Worker:
         #: What the rebalance listener was told, in order, for the loop to apply between messages: (the consumer
         #: told, "assigned" | "revoked" | "lost", input partitions). Appended on kafka-python's I/O thread.
         self.rebalance_events: deque[tuple[Any, str, list[int]]] = deque()
+        #: Whether the loop is in its poll (not processing a message): the listener may commit a revocation then.
+        self.polling = False
         self.consumer: Any = None
         self.poller: clients.QuietPoller | None = None
         #: Since when the consumer has not been a stable member (``None``: it is one).
@@ -202,16 +205,20 @@ class Worker:
             try:
                 # Quiet polls only in a stable group: a join's steps go on in the consumer's poll, and its own
                 # waits are what the group coordinator's timing expects.
+                self.polling = True
                 if not self._settled():
                     batch = self.consumer.poll(timeout_ms=int(wait * 1000))
                 else:
                     batch = self.poller.poll(wait)
+                self.polling = False
             except FencedInstanceIdError as exc:
+                self.polling = False
                 # The member was removed (by another worker's defence) while its join was in flight: kafka-python
                 # gives such a consumer up for good, so a new one takes the same instance id.
                 self._rejoin(f"the coordinator fenced this member ({exc})", [])
                 continue
             except KafkaError as exc:
+                self.polling = False
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()
                 time.sleep(RETRY_SECONDS)
@@ -678,6 +685,35 @@ class Worker:
             else:
                 log.info("partition %d revoked: state handed over (committed offset %s)", p, task.committed_position)
 
+    async def commit_revoked(self, consumer: Any, partitions: list[int]) -> None:
+        """At-least-once, commit the revoked partitions' progress from the rebalance listener, on the consumer's I/O
+        thread, while the member is still in the generation that revokes them. kafka-python goes on to the
+        cooperative follow-up join as soon as the listener returns, and refuses a commit from then on
+        (``RebalanceInProgressError``): the loop's own commit of the revocation came too late in one run of seven of
+        ``test_revoked_with_uncommitted_progress``. Only while the loop is in its ``poll`` (:attr:`polling`), where
+        kafka-python calls the listener: never under a message being processed. The task is let go by the loop
+        (:meth:`revoked`),
+        which finds nothing left to commit. Exactly-once commits with the partition's transaction, which the
+        follow-up join does not stop."""
+        if self.config.exactly_once or consumer is not self.consumer or not self.polling:
+            return
+        try:
+            commit = consumer._coordinator._commit_offsets_sync_async
+        except AttributeError:  # another kafka-python: the loop commits the revocation
+            return
+        for p in partitions:
+            task = self.tasks.get(p)
+            if task is None:
+                continue
+            try:
+                offsets = task.prepare_commit(consumer, force_state=True)
+                if offsets:
+                    await commit(offsets, clients.OFFSETS_TIMEOUT_MS)
+                    task.committed(offsets)
+                    log.info("partition %d: offset %d committed by the revocation", p, task.committed_position)
+            except Exception as exc:  # the loop's revocation commits (or restarts the partition) as before
+                log.warning("partition %d: committing on revocation failed (%s): the loop tries again", p, exc)
+
     def _start_pending(self) -> None:
         now = time.monotonic()
         for p, when in list(self.pending.items()):
@@ -815,21 +851,24 @@ class Worker:
                 self.metrics.consumer_lag.labels(tp.topic, str(p)).set(max(0, high - task.position))
 
 
-class _Listener(ConsumerRebalanceListener):
-    """Queues what ``consumer`` is told for the worker's loop (:meth:`Worker._apply_rebalances`)."""
+class _Listener(AsyncConsumerRebalanceListener):
+    """Queues what ``consumer`` is told for the worker's loop (:meth:`Worker._apply_rebalances`); a revocation's
+    progress is committed here first (:meth:`Worker.commit_revoked`)."""
 
     def __init__(self, worker: Worker, consumer: Any) -> None:
         self.worker = worker
         self.consumer = consumer
 
-    def _queue(self, kind: str, tps: Any) -> None:
-        self.worker.rebalance_events.append((self.consumer, kind, sorted(tp.partition for tp in tps)))
+    def _queue(self, kind: str, tps: Any) -> list[int]:
+        partitions = sorted(tp.partition for tp in tps)
+        self.worker.rebalance_events.append((self.consumer, kind, partitions))
+        return partitions
 
-    def on_partitions_assigned(self, assigned: Any) -> None:
+    async def on_partitions_assigned(self, assigned: Any) -> None:
         self._queue("assigned", assigned)
 
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self._queue("revoked", revoked)
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        await self.worker.commit_revoked(self.consumer, self._queue("revoked", revoked))
 
-    def on_partitions_lost(self, lost: Any) -> None:
+    async def on_partitions_lost(self, lost: Any) -> None:
         self._queue("lost", lost)

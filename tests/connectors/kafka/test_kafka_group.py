@@ -259,9 +259,10 @@ def _wait_progress_on_every_input_partition(b, prefix: str, timeout: float = 120
 
 def test_revoked_with_uncommitted_progress(tansu, reference):
     """A third member joins two that have made progress but committed nothing (at-least-once, commit interval
-    600 s): each partition the rebalance moves is committed by its revocation (queued by the listener on the
-    consumer's I/O thread, applied by the worker's loop) and let go, and its new owner resumes where the last owner
-    stopped, with nothing to replay; every record is written and the final model is the uninterrupted run's.
+    600 s): each partition the rebalance moves is committed by its revocation (by the rebalance listener, before
+    kafka-python's follow-up join, after which it refuses commits) and let go by the worker's loop, and its new owner
+    resumes where the last owner stopped, with nothing to replay; every record is written and the final model is the
+    uninterrupted run's.
     (Exactly-once commits with every transaction: outputs cannot be visible before their offsets are committed.)"""
     lines = reference[0]
     prefix = _unique("revoked-uncommitted")
@@ -283,6 +284,9 @@ def test_revoked_with_uncommitted_progress(tansu, reference):
     handed = {int(m.group(1)) for w in ws.values() for line in w.lines
               if (m := re.search(r"partition (\d+) revoked: state handed over", line))}
     assert moved and moved <= handed, "\n".join(w.log() for w in [*ws.values(), third])
+    by_listener = {int(m.group(1)) for w in ws.values() for line in w.lines
+                   if (m := re.search(r"partition (\d+): offset \d+ committed by the revocation", line))}
+    assert moved <= by_listener, "\n".join(w.log() for w in [*ws.values(), third])
     committed = _committed(tansu, prefix, topic)
     assert all(committed[p] is not None and committed[p] > 0 for p in moved), \
         f"moved {sorted(moved)}, committed {committed}\n" + "\n".join(w.log() for w in [*ws.values(), third])
