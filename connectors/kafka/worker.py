@@ -206,19 +206,19 @@ class Worker:
                 # Quiet polls only in a stable group: a join's steps go on in the consumer's poll, and its own
                 # waits are what the group coordinator's timing expects.
                 self.polling = True
-                if not self._settled():
-                    batch = self.consumer.poll(timeout_ms=int(wait * 1000))
-                else:
-                    batch = self.poller.poll(wait)
-                self.polling = False
+                try:
+                    if not self._settled():
+                        batch = self.consumer.poll(timeout_ms=int(wait * 1000))
+                    else:
+                        batch = self.poller.poll(wait)
+                finally:
+                    self.polling = False
             except FencedInstanceIdError as exc:
-                self.polling = False
                 # The member was removed (by another worker's defence) while its join was in flight: kafka-python
                 # gives such a consumer up for good, so a new one takes the same instance id.
                 self._rejoin(f"the coordinator fenced this member ({exc})", [])
                 continue
             except KafkaError as exc:
-                self.polling = False
                 log.warning("poll failed (%s): retrying", exc)
                 self.last_activity = time.monotonic()
                 time.sleep(RETRY_SECONDS)
@@ -692,9 +692,8 @@ class Worker:
         (``RebalanceInProgressError``): the loop's own commit of the revocation came too late in one run of seven of
         ``test_revoked_with_uncommitted_progress``. Only while the loop is in its ``poll`` (:attr:`polling`), where
         kafka-python calls the listener: never under a message being processed. The task is let go by the loop
-        (:meth:`revoked`),
-        which finds nothing left to commit. Exactly-once commits with the partition's transaction, which the
-        follow-up join does not stop."""
+        (:meth:`revoked`), which finds nothing left to commit. Exactly-once commits with the partition's
+        transaction, which the follow-up join does not stop."""
         if self.config.exactly_once or consumer is not self.consumer or not self.polling:
             return
         try:
