@@ -689,8 +689,8 @@ class Worker:
         """At-least-once, commit the revoked partitions' progress from the rebalance listener, on the consumer's I/O
         thread, while the member is still in the generation that revokes them. kafka-python goes on to the
         cooperative follow-up join as soon as the listener returns, and refuses a commit from then on
-        (``RebalanceInProgressError``): the loop's own commit of the revocation came too late in one run of seven of
-        ``test_revoked_with_uncommitted_progress``. Only while the loop is in its ``poll`` (:attr:`polling`), where
+        (``RebalanceInProgressError``), so a commit from the loop can come too late (docs/kafka.md, "Scaling"). Only
+        while the loop is in its ``poll`` (:attr:`polling`), where
         kafka-python calls the listener: never under a message being processed. The task is let go by the loop
         (:meth:`revoked`), which finds nothing left to commit. Exactly-once commits with the partition's
         transaction, which the follow-up join does not stop."""

@@ -286,25 +286,14 @@ REBIN_GROWTH = 2
 REBIN_BELOW = 256
 REBIN_GENERATIONS = 4
 #: After a gradual change, the samples kept since the drift still hold some of the old concept's, and every refresh
-#: learns from them until they leave the window: where the concepts disagree, they outvote the new concept's (Sine
-#: 0 -> 2 over 500 samples at 2,500, data seeds 3-4, model seed 1: from 3,000 to 4,000 samples ours erred 52 and 66
-#: times, ARF 26 and 40; leaving out the samples labelled by the old concept's function alone, known to the stream's
-#: generator, 31 and 32). So, for :data:`SIFT_SHARE` times ``window_size`` samples after a classifier's transition
-#: ends, a refresh sifts the samples since the drift (see :meth:`ForestDriver._sifted`): a generation grown on their
-#: latest half (as ARF's trees replaced late in a change learn from the new concept only) judges the earlier half,
-#: and the refresh leaves out the earlier samples it gets wrong where the old concept's forest gets them right (its
-#: answer); with it, 43 and 39. Only while the old forest errs more on the later half than on the earlier one by
-#: :data:`SIFT_Z` standard errors (a two-proportion z): after an abrupt change both halves are of the new concept,
-#: and the samples left out would be the hardest of it. Chosen on the 11 drift streams of
-#: ``scenarios.benchmarks.river_families`` (data seeds 1-4, model seed 1; errors 13,372 without): 13,343 (Sine 0 -> 2
-#: 935 -> 889, Agrawal 1 -> 3 1,176 -> 1,192); in trials, a z of 2 13,390, no condition 13,570 (Sine 2 -> 3, abrupt,
-#: 88 more), the first samples judged by a label probability under 0.25 rather than the argmax 13,345. Judged on data
-#: seeds 5-10 (model seeds 1-2): Sine 0 -> 2 2,774 -> 2,690 (ARF 2,733), Agrawal 1 -> 3 and Mixed 0 -> 1 gradual
-#: within one error; split at the most likely rise of the old forest's errors rather than in halves, 2,706 and
-#: Agrawal 1 -> 3 41 more; with the judge's probability of the label under 0.3 rather than the argmax, data seeds
-#: 5-10 with Hyperplane fast and RandomTree as well (model seed 1): 14,784 errors against 14,775 (14,831 without
-#: sifting). Sifting until 0.875 or 1 times ``window_size`` rather than a half changed nothing (the z falls below the
-#: bar before).
+#: learns from them until they leave the window: where the concepts disagree, they outvote the new concept's. So,
+#: for :data:`SIFT_SHARE` times ``window_size`` samples after a classifier's transition ends, a refresh sifts the
+#: samples since the drift (:meth:`ForestDriver._sifted`): a generation grown on their latest half (as ARF's trees
+#: replaced late in a change learn from the new concept only) judges the earlier half, and the refresh leaves out the
+#: earlier samples it gets wrong where the old concept's forest gets them right. Only while the old forest errs more
+#: on the later half than on the earlier one by :data:`SIFT_Z` standard errors (a two-proportion z): after an abrupt
+#: change both halves are of the new concept, and the samples left out would be the hardest of it. Figures, and the
+#: variants tried: README, "Sifting after a gradual change".
 SIFT_SHARE = 0.5
 SIFT_Z = 3.0
 #: The sifting starts once the earlier half holds this many samples.
