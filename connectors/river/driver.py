@@ -91,16 +91,19 @@ at a time, and new keys among them. The driver turns the one into the other:
    the scan of item 7 finds tempers them as well, by its excess of error, once its log-likelihood ratio exceeds
    :data:`TEMPER_LLR`: the error of the last few samples flickers around its threshold on a small shift.
 
-Everything heavy (growing, routing, encoding) runs in the library's numba kernels, on the calling thread (the jobs
-are small: a parallel region would mostly wait for a core); a ``learn_one`` between growths only writes one slot of
-the window, and one ``predict_proba_one`` bins one row and routes it through the trees.
+Everything heavy (growing, routing, encoding) runs in the library's numba kernels. A growth runs on numba's threads
+or on the calling thread alone, whichever has cost less per sample and tree of late (on a busy machine a parallel
+region mostly waits for a core; :class:`~streamforest.threads.ThreadChoice`); a ``learn_one`` between growths only
+writes one slot of the window, and one ``predict_proba_one`` bins one row and routes it through the trees, on the
+calling thread.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -109,7 +112,7 @@ from streamforest import FeatureStreamForest
 from streamforest.encoder import EncodeOptions
 from streamforest.inputs import is_int
 from streamforest.rng import derive_seed
-from streamforest.threads import single_thread
+from streamforest.threads import ThreadChoice
 
 from .rise import rise_point
 from .window import SampleWindow
@@ -335,6 +338,15 @@ def _feature_name(key: Hashable, taken: set[str]) -> str:
     return name
 
 
+def _grows(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A method that grows a generation, run on the threads the driver's ``_threads`` picks for that work."""
+    @functools.wraps(method)
+    def run(self: ForestDriver, *args: Any, **kwargs: Any) -> Any:
+        with self._threads(self._generation_work()):
+            return method(self, *args, **kwargs)
+    return run
+
+
 class ForestDriver:
     """The window, the forest and the schedule that links them (see the module docstring).
 
@@ -358,6 +370,7 @@ class ForestDriver:
         self._forest_codes: set[int] = set()
         self._last_growth = 0
         self._every = self.params["refresh_every"]  # the interval between refreshes now (see _backoff)
+        self._threads = ThreadChoice()
         self._n_starts = 0
         self._provisional = False  # the forest is one of those grown before grace_period samples
         self._detector = self._new_detector()
@@ -517,12 +530,16 @@ class ForestDriver:
         below = REBIN_BELOW if self.n_drifts else REBIN_GROWTH * self.params["grace_period"]
         return not self._restart_due and self._binned_on < below and len(self.window) >= REBIN_GROWTH * self._binned_on
 
-    # The methods that grow a generation run on one thread (single_thread as a decorator): a generation on a
-    # window is a few milliseconds of work, and on one thread it never waits for a busy core (measured on 2 shared
-    # cores: twice the samples per second of the parallel kernels under load). The samples between them set no
-    # thread count at all (that cost 10% of the time of a stream), nor does the detector's batch: its samples
-    # (DRIFT_BATCH as a rule) are fewer than SERIAL_BELOW, routed by the serial kernels (a larger batch gets one
-    # thread from threads_for when small), and a cut it makes grows through _grow.
+    # The methods that grow generations run on the threads self._threads picks (_grows): a generation on a full
+    # window is a few milliseconds of work, about twice as fast on two idle cores, twice as slow when the other core
+    # is busy (the parallel region waits for it). The samples between them set no thread count at all (that cost
+    # 10% of the time of a stream), nor does the detector's batch: its samples (DRIFT_BATCH as a rule) are fewer
+    # than SERIAL_BELOW, routed by the serial kernels (a larger batch gets one thread from threads_for when small),
+    # and a cut it makes grows through _grow.
+
+    def _generation_work(self) -> int:
+        """A generation's work for :class:`~streamforest.threads.ThreadChoice`: samples x trees."""
+        return len(self.window) * int(self.params["trees_per_generation"])
 
     def _grown(self) -> None:
         """After a growth: the schedule counts from here, and the alive trees are packed once for the predictions
@@ -534,7 +551,7 @@ class ForestDriver:
         self.forest.alive_trees()
         self._predicted[:] = np.nan
 
-    @single_thread()
+    @_grows
     def _refresh(self) -> None:
         """A generation with no forced feature on the samples :meth:`_training_order` gives (the window but
         through a classifier's transition), replacing every older generation while the old concept's forest errs
@@ -596,7 +613,7 @@ class ForestDriver:
         self._scored = w.n_seen
         return w.order(n) if n > 0 else None
 
-    @single_thread()
+    @_grows
     def _grow(self, trim: bool = False, replace: bool = False) -> None:
         """A generation on the window (``trim``: on the samples :meth:`_training_order` gives); ``replace``: it
         replaces every older one, so the trees grown on the old concept stop voting at once (as ARF replaces a tree
@@ -893,7 +910,7 @@ class ForestDriver:
             oob_score=self._backs_off, random_state=random_state,
         )
 
-    @single_thread()
+    @_grows
     def _start(self, provisional: bool = False, rebin: bool = False) -> bool:
         """The first forest (or a restart, or a ``provisional`` one before ``grace_period`` samples): one generation
         on the window, with the keys present often enough; whether it could be grown (it needs two classes and a
@@ -1041,9 +1058,12 @@ class ForestDriver:
         order = self._training_order() if trim else w.order()
         self.forest.set_samples(self._columns(self._forest_keys, order), w.labels(order))
 
-    @single_thread()
     def _add_keys(self, ready: np.ndarray) -> None:
         """Keys present in enough samples arrive as features, each with its forced generation."""
+        with self._threads(self._generation_work() * len(ready)):
+            self._add_features(ready)
+
+    def _add_features(self, ready: np.ndarray) -> None:
         w = self.window
         self._set_samples()
         order = w.order()

@@ -7,6 +7,7 @@ import itertools
 import math
 import pickle
 
+import numba
 import numpy as np
 import orjson
 import pytest
@@ -27,6 +28,7 @@ from streamforest.connectors.river.window import SampleWindow
 from streamforest.engine.core import EngineConfig
 from streamforest.engine.produce import produce_messages
 from streamforest.engine.runtime import run
+from streamforest.threads import ThreadChoice
 
 PHISHING = list(datasets.Phishing())
 #: Small models: the schedule's every step happens within a few hundred samples.
@@ -258,6 +260,23 @@ def test_same_seed_same_predictions_and_key_order_does_not_matter(cls):
     assert outputs(7, shuffle=False) == ref
     assert outputs(7, shuffle=True) == ref
     assert outputs(8, shuffle=False) != ref
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="numba has one thread here")
+def test_growth_on_one_thread_or_on_all_gives_the_same_predictions(monkeypatch):
+    def outputs(parallel: bool) -> list:
+        monkeypatch.setattr(ThreadChoice, "_choose", lambda self: (parallel, False))
+        model = ForestClassifier(window_size=600, grace_period=30, seed=3)  # 600 x 30 trees: above SMALL_WORK
+        out = []
+        for x, y in PHISHING[:900]:
+            out.append(model.predict_proba_one(x))
+            model.learn_one(x, y)
+        return out, model._driver._threads._cost
+
+    serial, serial_cost = outputs(False)
+    parallel, parallel_cost = outputs(True)
+    assert list(serial_cost) == [False] and list(parallel_cost) == [True]  # the growths did run each way
+    assert serial == parallel
 
 
 def test_clone_and_parameters():
