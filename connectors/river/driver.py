@@ -104,7 +104,7 @@ import copy
 import functools
 import math
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -290,6 +290,14 @@ REBIN_BELOW = 256
 REBIN_GENERATIONS = 4
 #: After a gradual change, the samples kept since the drift still hold some of the old concept's, and every refresh
 #: learns from them until they leave the window: where the concepts disagree, they outvote the new concept's. So,
+#: A classifier's drift is withdrawn at the end of the transition that follows it (a single cut) if the old concept's
+#: forest erred no more often on the samples since it was signalled than on the samples before it, beyond this many
+#: binomial standard errors of the difference, and no more often than the current forest on the samples both scored
+#: (see :meth:`ForestDriver._withdrawn`). ADWIN at ``delta`` 0.05 signals a change on a run of errors now and then:
+#: on stationary Sine 0 (data seed 4, model seed 2 of ``scenarios.benchmarks.river_families``) at sample 2,500, on
+#: SEA (seed 149, model seed 1) at 1,196; the forest regrown on the refilling window then erred about 30 times more
+#: over the next 1,500 samples, and on SEA the change that came at 1,700 went undetected.
+WITHDRAW_Z = 1.0
 #: for :data:`SIFT_SHARE` times ``window_size`` samples after a classifier's transition ends, a refresh sifts the
 #: samples since the drift (:meth:`ForestDriver._sifted`): a generation grown on their latest half (as ARF's trees
 #: replaced late in a change learn from the new concept only) judges the earlier half, and the refresh leaves out the
@@ -336,6 +344,16 @@ def _feature_name(key: Hashable, taken: set[str]) -> str:
     while name in taken:  # 1 and "1" are different keys
         name += "'"
     return name
+
+
+class _BeforeDrift(NamedTuple):
+    """What a classifier's drift changed, kept until the end of the transition after it to withdraw it."""
+
+    window: SampleWindow  # the window before the cut
+    errors: np.ndarray  # the forest's errors on the scored samples before the change point, in order
+    binned_on: int
+    n_cuts: int  # the driver's count of cuts after the drift's own: another cut since, and it stays
+    at: int  # the samples seen when the drift was signalled
 
 
 def _grows(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -398,6 +416,8 @@ class ForestDriver:
         self._sift_errors = np.zeros(0)
         self._sift_routed = 0
         self._drift_start = 0
+        self._before_drift: _BeforeDrift | None = None
+        self.n_withdrawn = 0  # drifts withdrawn (see _withdrawn)
         self._history = np.zeros(BASELINE_ERRORS)  # ring of the latest scored errors (classification)
         self._n_history = 0
         # Ring of the latest scored errors minus the out-of-bag error of the forest that made them (see _backoff).
@@ -651,6 +671,11 @@ class ForestDriver:
             self._old_detector = ADWIN(delta=TRANSITION_DELTA, clock=DRIFT_BATCH)
         self._transition_end = self.window.n_seen + self._transition_span
         self._detector = self._new_detector()
+        self._before_drift = None
+        if fresh and not self.regression:
+            e = self._scored_in_order(self._errors)
+            self._before_drift = _BeforeDrift(copy.deepcopy(self.window), e[: max(0, e.size - keep)], self._binned_on,
+                                              self.n_cuts + 1, self.window.n_seen)
         self._cut(keep)
         if fresh:
             # The old forest's errors on the samples kept (the start of the change) are where its detector begins.
@@ -848,6 +873,8 @@ class ForestDriver:
         raises that error once, and nothing moves."""
         old, keys = self._old
         if self.window.n_seen >= self._transition_end:
+            if self._withdrawn():
+                return 0
             if not self.regression:
                 self._sift, self._sift_end = self._old, self.window.n_seen + int(self.window.size * SIFT_SHARE)
                 self._sift_errors, self._sift_routed = np.full(self.window.size, np.nan), self._drift_start
@@ -866,6 +893,63 @@ class ForestDriver:
         if keep:
             self._transition_end = self.window.n_seen + self._transition_span
         return keep
+
+    def _withdrawn(self) -> bool:
+        """At the end of the transition after a classifier's drift, whether the drift was withdrawn: if the old
+        concept's forest erred no more often on the samples since the drift was signalled than before its change
+        point (within
+        :data:`WITHDRAW_Z` standard errors), nor more often than the current forest, and the window was cut once,
+        the window holds again the samples it forgot (those not overwritten since), the old forest is the
+        forest again, and a generation on the whole window joins it.
+
+        A drift signalled on a run of errors of a stationary stream costs a forest regrown from a few samples; the
+        old forest, which goes on scoring the new samples through the transition, tells such a run from a change.
+        """
+        before, self._before_drift = self._before_drift, None
+        if before is None or self.n_cuts != before.n_cuts:
+            return False
+        old, keys = self._old
+        if not {int(c) for c in old.classes_.tolist()} >= self._forest_codes:
+            return False
+        w = self.window
+        # Since the drift was signalled: the run of errors that set it off says nothing of what came after.
+        after = w.order()[len(w) - min(len(w), w.n_seen - before.at):]
+        e_old, e_cur = self._old_errors[after], self._errors[after]
+        post, pre = e_old[~np.isnan(e_old)], before.errors
+        if post.size < RISE_MIN or pre.size < RISE_MIN:
+            return False
+        both = ~np.isnan(e_old) & ~np.isnan(e_cur)
+        if e_old[both].sum() > e_cur[both].sum():
+            return False
+        p = (pre.sum() + post.sum()) / (pre.size + post.size)
+        se = math.sqrt(p * (1 - p) * (1 / pre.size + 1 / post.size))
+        if post.mean() - pre.mean() > WITHDRAW_Z * se:
+            return False
+        w.recall(before.window)
+        self.forest, self._forest_keys = old, keys
+        self._old = self._old_detector = self._sift = None
+        self._use_old, self._old_share = False, 0.0
+        self._provisional = self._restart_due = False
+        self._binned_on = before.binned_on
+        self._set_classes()
+        self._in_forest = np.zeros(w.n_keys, dtype=np.bool_)
+        self._in_forest[[w.index[key] for key, _ in keys]] = True
+        self._pending = np.flatnonzero(~self._in_forest)
+        # The detector starts over on the old forest's errors since the drift was signalled: with the run of errors
+        # that set it off, it would signal it again; without any, a change soon after would be compared with a few
+        # samples only.
+        self._scored = w.n_seen
+        self._errors = np.full(w.size, np.nan)
+        self._errors[after] = self._old_errors[after]
+        self._detector = self._new_detector()
+        for v in self._scored_in_order(self._errors).tolist():
+            self._detector.update(v)
+        self._rise_temper = 0.0
+        self._reset_backoff()
+        self._last_prediction = None
+        self.n_withdrawn += 1
+        self._grow()
+        return True
 
     def _scored_in_order(self, errors: np.ndarray) -> np.ndarray:
         """``errors`` (per window slot, NaN where not scored) of the scored samples in the window's order: the

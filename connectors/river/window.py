@@ -5,7 +5,8 @@ one row per key ever seen (in order of first sight) and one slot per sample: a n
 where a sample lacks it), a nominal key's (a key whose first value is a string) as objects (None where absent).
 It also counts, per key, how many samples of the window have it, so that a key's arrival in the forest can wait
 until enough samples carry it. After a concept drift the window can forget all but its latest samples
-(:meth:`SampleWindow.forget`); it then refills up to ``size``.
+(:meth:`SampleWindow.forget`); it then refills up to ``size``, and can hold again those of the forgotten samples no
+later one has overwritten (:meth:`SampleWindow.recall`).
 """
 
 from __future__ import annotations
@@ -181,6 +182,24 @@ class SampleWindow:
             self._values[:n, old] = np.nan
             self._objects[:n, old] = None
             self._first = self.n_seen - min(keep, len(self))
+
+    def recall(self, before: SampleWindow) -> int:
+        """Hold again the samples older than the held ones that ``before`` (a copy of this window made earlier, before
+        a :meth:`forget`) held and that no later sample has overwritten since; returns how many.
+
+        Keys seen since the copy are missing in the recalled samples, as they were."""
+        start = max(before.n_seen - len(before), self.n_seen - self.size)
+        if start >= self._first:
+            return 0
+        slots = np.arange(start, self._first) % self.size
+        n = before.n_keys
+        self._values[:n, slots] = before._values[:n, slots]
+        self._objects[:n, slots] = before._objects[:n, slots]
+        self._present[:n, slots] = before._present[:n, slots]
+        self._count[:n] += before._present[:n, slots].sum(axis=1)
+        self._y[slots] = before._y[slots]
+        recalled, self._first = self._first - start, start
+        return recalled
 
     def column(self, j: int, order: np.ndarray | None = None) -> np.ndarray:
         """Key ``j``'s values over the held samples, oldest first (floats with NaN, or objects with None)."""

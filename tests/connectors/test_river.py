@@ -921,6 +921,57 @@ def test_a_custom_detector_and_the_regressor_follow_a_drift():
     assert detector._x_mean.n == 0  # the parameter is cloned, never fed itself
 
 
+def test_the_window_recalls_the_forgotten_samples_no_later_one_has_overwritten():
+    rows = [({"a": float(i), "b": "odd" if i % 2 else "even"}, i % 2) for i in range(9)]
+    rows.append(({"a": 9.0, "c": 1.5}, 1))  # a key first seen after the window forgot
+    full, w = SampleWindow(size=8), SampleWindow(size=8)
+    for x, y in rows[:7]:
+        full.add(x, y)
+        w.add(x, y)
+    before = copy.deepcopy(w)
+    w.forget(2)
+    assert w.recall(w) == 0 and len(w) == 2  # a copy made after the forget holds nothing older
+    for x, y in rows[7:]:
+        full.add(x, y)
+        w.add(x, y)
+    # Samples 0-6 were held before; 0 and 1 have been overwritten by 8 and 9: 2, 3 and 4 come back.
+    assert w.recall(before) == 3 and w.recall(before) == 0
+    assert len(w) == len(full) == 8 and w.keys == full.keys and w.count.tolist() == full.count.tolist()
+    for j in range(len(w.keys)):
+        assert np.array_equal(w.column(j), full.column(j), equal_nan=w.nominal[j] is False)
+    assert w.labels().tolist() == full.labels().tolist()
+
+
+def test_a_drift_signalled_on_a_stationary_stream_is_withdrawn_and_the_old_forest_learns_on():
+    # SEA's first concept alone (seed 149 of the benchmark's recovery table): with model seed 1, ADWIN signals a
+    # change at sample 1,196 on a run of errors. The old forest errs no more often after it: at the end of the
+    # transition the drift is withdrawn, the window holds its 2,000 samples again and the old forest predicts.
+    from river import forest
+
+    from scenarios.benchmarks.river import RECOVERY_KINDS, progressive
+
+    first, _ = RECOVERY_KINDS["sea"](149)
+    stream = list(first.take(3000))
+    model = ForestClassifier(seed=1)
+    _, _, right = progressive(model, stream)
+    driver = model._driver
+    assert model.n_drifts_detected == 1 and driver.n_withdrawn == 1 and driver.n_cuts == 1
+    assert len(driver.window) == driver.window.size
+    # On samples 1,500-2,750: 21 errors, ARF 20; without the withdrawal (checked) 43, the forest regrown on the
+    # refilling window.
+    _, _, arf = progressive(forest.ARFClassifier(seed=1), stream)
+    assert (~right[1500:2750]).sum() <= (~arf[1500:2750]).sum() + 5
+
+
+def test_a_change_of_concept_is_never_withdrawn():
+    from scenarios.benchmarks.river import drift_stream, progressive
+
+    for kind, width in [("stagger", 1), ("sea", 1), ("sea", 100), ("agrawal", 100)]:
+        model = ForestClassifier(seed=1)
+        progressive(model, drift_stream(kind, 1200, width, n=2400, seed=131))
+        assert model.n_drifts_detected >= 1 and model._driver.n_withdrawn == 0, (kind, width)
+
+
 @pytest.mark.parametrize("stream", ["phishing", "agrawal"])
 def test_no_drift_is_detected_on_stationary_streams(stream):
     data = PHISHING if stream == "phishing" else list(synth.Agrawal(classification_function=2, seed=1).take(3000))
