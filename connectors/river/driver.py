@@ -79,7 +79,9 @@ at a time, and new keys among them. The driver turns the one into the other:
    drift may still hold the old concept's where the concepts disagree: for a while (:data:`SIFT_SHARE`), while the
    old forest errs significantly more on the later half of them than on the earlier one (a gradual change), a
    refresh leaves out the earlier samples that a generation grown on the later ones gets wrong and the old forest
-   gets right (:meth:`ForestDriver._sifted`).
+   gets right (:meth:`ForestDriver._sifted`). At the end of the transition after a classifier's drift, if the old
+   forest erred no more often after the signal than before the change point, the drift is withdrawn: the window
+   holds its forgotten samples again and the old forest learns on (:meth:`ForestDriver._withdrawn`).
 9. a classifier's probabilities come from trees grown on the window, as confident through a change of concept as
    before it, while the forest errs more often: confident errors are what ROCAUC punishes most. The errors the
    detector is fed also go into a history of the last :data:`BASELINE_ERRORS`; while the error over the last
