@@ -290,16 +290,17 @@ RESTART_GRACE = 2
 REBIN_GROWTH = 2
 REBIN_BELOW = 256
 REBIN_GENERATIONS = 4
-#: After a gradual change, the samples kept since the drift still hold some of the old concept's, and every refresh
-#: learns from them until they leave the window: where the concepts disagree, they outvote the new concept's. So,
 #: A classifier's drift is withdrawn at the end of the transition that follows it (a single cut) if the old concept's
 #: forest erred no more often on the samples since it was signalled than on the samples before it, beyond this many
 #: binomial standard errors of the difference, and no more often than the current forest on the samples both scored
 #: (see :meth:`ForestDriver._withdrawn`). ADWIN at ``delta`` 0.05 signals a change on a run of errors now and then:
 #: on stationary Sine 0 (data seed 4, model seed 2 of ``scenarios.benchmarks.river_families``) at sample 2,500, on
-#: SEA (seed 149, model seed 1) at 1,196; the forest regrown on the refilling window then erred about 30 times more
-#: over the next 1,500 samples, and on SEA the change that came at 1,700 went undetected.
+#: SEA (seed 149 of ``scenarios.benchmarks.river``'s recovery kinds, model seed 1) at 1,196, where the forest
+#: regrown on the refilling window then erred 53 times on samples 1,250-2,750 (model seed 2, which signals nothing:
+#: 20), and a change that came at 1,700 went undetected.
 WITHDRAW_Z = 1.0
+#: After a gradual change, the samples kept since the drift still hold some of the old concept's, and every refresh
+#: learns from them until they leave the window: where the concepts disagree, they outvote the new concept's. So,
 #: for :data:`SIFT_SHARE` times ``window_size`` samples after a classifier's transition ends, a refresh sifts the
 #: samples since the drift (:meth:`ForestDriver._sifted`): a generation grown on their latest half (as ARF's trees
 #: replaced late in a change learn from the new concept only) judges the earlier half, and the refresh leaves out the
@@ -899,10 +900,9 @@ class ForestDriver:
     def _withdrawn(self) -> bool:
         """At the end of the transition after a classifier's drift, whether the drift was withdrawn: if the old
         concept's forest erred no more often on the samples since the drift was signalled than before its change
-        point (within
-        :data:`WITHDRAW_Z` standard errors), nor more often than the current forest, and the window was cut once,
-        the window holds again the samples it forgot (those not overwritten since), the old forest is the
-        forest again, and a generation on the whole window joins it.
+        point (within :data:`WITHDRAW_Z` standard errors), nor more often than the current forest, and the window
+        was cut once, the window holds again the samples it forgot (those not overwritten since), the old forest is
+        the forest again, and a generation on the whole window joins it.
 
         A drift signalled on a run of errors of a stationary stream costs a forest regrown from a few samples; the
         old forest, which goes on scoring the new samples through the transition, tells such a run from a change.
