@@ -690,10 +690,9 @@ class Worker:
         thread, while the member is still in the generation that revokes them. kafka-python goes on to the
         cooperative follow-up join as soon as the listener returns, and refuses a commit from then on
         (``RebalanceInProgressError``), so a commit from the loop can come too late (docs/kafka.md, "Scaling"). Only
-        while the loop is in its ``poll`` (:attr:`polling`), where
-        kafka-python calls the listener: never under a message being processed. The task is let go by the loop
-        (:meth:`revoked`), which finds nothing left to commit. Exactly-once commits with the partition's
-        transaction, which the follow-up join does not stop."""
+        while the loop is in its ``poll`` (:attr:`polling`), where kafka-python calls the listener: never under a
+        message being processed. The task is let go by the loop (:meth:`revoked`), which finds nothing left to
+        commit. Exactly-once commits with the partition's transaction, which the follow-up join does not stop."""
         if self.config.exactly_once or consumer is not self.consumer or not self.polling:
             return
         try:
