@@ -42,9 +42,12 @@ class SampleWindow:
     Parameters
     ----------
     size
-        How many samples the window holds; the oldest is dropped when a new one comes.
+        How many samples the window can hold (the ring's length).
     regression
         Labels are numbers (float column) rather than class codes (int column).
+    limit
+        How many samples it holds (``None``: ``size``); the oldest is dropped when a new one comes past it.
+        :meth:`hold` moves it up to ``size``.
 
     Examples
     --------
@@ -60,8 +63,11 @@ class SampleWindow:
     (2, [0, 1, 1], [0, 1])
     """
 
-    def __init__(self, size: int, regression: bool = False) -> None:
+    def __init__(self, size: int, regression: bool = False, limit: int | None = None) -> None:
         self.size = int(size)
+        self.limit = self.size if limit is None else int(limit)
+        if not 1 <= self.limit <= self.size:
+            raise ValueError(f"limit must be between 1 and size ({self.size}), got {limit!r}")
         self.regression = regression
         self.keys: list[Hashable] = []
         self.index: dict[Hashable, int] = {}
@@ -76,7 +82,14 @@ class SampleWindow:
         self._y = np.zeros(self.size, dtype=np.float64 if regression else np.int64)
 
     def __len__(self) -> int:
-        return min(self.n_seen - self._first, self.size)
+        return min(self.n_seen - self._first, self.limit)
+
+    def hold(self, limit: int) -> None:
+        """Hold up to ``limit`` samples (at most ``size``) from now on, forgetting the oldest beyond it."""
+        limit = min(max(1, int(limit)), self.size)
+        if limit < len(self):
+            self.forget(limit)
+        self.limit = limit
 
     @property
     def n_keys(self) -> int:
@@ -143,6 +156,14 @@ class SampleWindow:
 
         slot = self.n_seen % self.size
         n = self.n_keys
+        if self.limit < self.size and self.n_seen - self._first >= self.limit:
+            # The oldest held sample leaves before the ring comes round to its slot.
+            old = (self.n_seen - self.limit) % self.size
+            self._count[:n] -= self._present[:n, old]
+            self._present[:n, old] = False
+            self._values[:n, old] = np.nan
+            self._objects[:n, old] = None
+            self._first = self.n_seen - self.limit + 1
         if self.n_seen >= self.size:
             self._count[:n] -= self._present[:n, slot]
         self._present[:n, slot] = False
@@ -188,7 +209,7 @@ class SampleWindow:
         a :meth:`forget`) held and that no later sample has overwritten since; returns how many.
 
         Keys seen since the copy are missing in the recalled samples, as they were."""
-        start = max(before.n_seen - len(before), self.n_seen - self.size)
+        start = max(before.n_seen - len(before), self.n_seen - self.limit)
         if start >= self._first:
             return 0
         slots = np.arange(start, self._first) % self.size
