@@ -252,6 +252,10 @@ DUEL_MARGIN = 3
 #: (with fewer, the early spells where the error happened to fall below its out-of-bag estimate stretched the
 #: interval on RandomRBF's moving centroids too).
 STALE_MIN = 300
+#: A grown window (see ``window_growth`` and :meth:`ForestDriver._hold`) falls back to ``window_size`` once the
+#: forest's excess error over its out-of-bag estimate is this many standard errors above 0; between 0 and that, it
+#: keeps what it holds without growing (a mean excess near 0 flickers around it on a stationary stream).
+HOLD_Z = 1.0
 #: Until the current forest first errs less than the old concept's over the last :data:`DUEL_ERRORS` (and while the
 #: old one does not predict alone), their probabilities are mixed, the old forest's share ``1 / (1 + exp(DUEL_ETA
 #: (e_old - e_current)))`` (see :meth:`ForestDriver._note_duel`). On the 15 gradual STAGGER changes of
@@ -454,6 +458,36 @@ class ForestDriver:
     def regression(self) -> bool:
         return self.task == "regression"
 
+    def _new_window(self, regression: bool) -> SampleWindow:
+        """The window: it holds ``window_size`` samples, and a classifier's may grow (see :meth:`_hold`); without a
+        drift detector, whose errors tell whether the forest is stale, it never does."""
+        size = self.params["window_size"]
+        growth = 1.0 if regression or self._detector is None else self.params.get("window_growth", 1.0)
+        return SampleWindow(max(size, round(size * growth)), regression=regression, limit=size)
+
+    @property
+    def _grows_window(self) -> bool:
+        """Whether the window may hold more than ``window_size`` samples while the forest is not stale."""
+        return self.window is not None and self.window.size > self.params["window_size"]
+
+    def _hold(self) -> None:
+        """While the forest is not stale (see :meth:`_backoff`), the window keeps its older samples, up to its
+        size; once it is, by :data:`HOLD_Z` standard errors, the window holds ``window_size`` again (in between it
+        keeps what it holds)."""
+        w = self.window
+        m = min(self._n_excess, self._excess.size)
+        if m < STALE_MIN or self._old is not None:
+            w.hold(self.params["window_size"])
+            return
+        excess = self._excess[:m]
+        mean = float(excess.mean())
+        if mean <= 0:
+            w.hold(w.size)
+        elif mean > HOLD_Z * float(excess.std()) / math.sqrt(m):
+            w.hold(self.params["window_size"])
+        else:
+            w.hold(max(len(w), self.params["window_size"]))
+
     @property
     def _backs_off(self) -> bool:
         """Whether the interval between refreshes may grow (see :meth:`_backoff`)."""
@@ -471,8 +505,7 @@ class ForestDriver:
                 raise ValueError(f"regression targets must be finite numbers, got {y!r}")
         else:
             target = self._codes.get(y, len(self.labels))
-        window = self.window if self.window is not None else SampleWindow(
-            self.params["window_size"], regression=task == "regression")
+        window = self.window if self.window is not None else self._new_window(task == "regression")
         added = window.add(x, target)  # may refuse x: nothing has changed until it accepts it
         self.task, self.window = task, window
         self._note_prediction(x)
@@ -525,6 +558,9 @@ class ForestDriver:
         refresh = ready is None or not ready.size
         if refresh:
             every = self._every
+            if every is not None and len(w) > self.params["window_size"]:
+                # A grown window: the same growth per sample (a generation's cost is its samples').
+                every = every * len(w) // self.params["window_size"]
             # While the window fills, a forest is stale long before refresh_every samples: a quarter more data.
             refresh = every is not None and (
                 w.n_seen - self._last_growth >= min(every, max(1, int(len(w) * FILLING_GROWTH))))
@@ -722,6 +758,8 @@ class ForestDriver:
         if not self.regression:
             self._rise_temper = self._rise_excess(after) if not keep and llr > TEMPER_LLR else 0.0
             self._note_staleness(self._errors[order])
+            if self._grows_window and not keep:
+                self._hold()
         return keep
 
     def _rise_excess(self, after: int) -> float:
@@ -745,8 +783,14 @@ class ForestDriver:
         refreshed on a window of both concepts, kept voting for the old one; the scan of the window's errors cut
         85 samples after the change (keeping the 96 since sample 989); with the latest half and quarter of the
         window as well (:meth:`_recent_rise`), 23 after it (keeping 32)."""
-        w = self.window
-        return rise_point(errors, (w.n_seen - len(w)) % w.size, len(w), RISE_MIN, DRIFT_BATCH, not self.regression)
+        w, n = self.window, self._scanned
+        return rise_point(errors, (w.n_seen - n) % w.size, n, RISE_MIN, DRIFT_BATCH, not self.regression)
+
+    @property
+    def _scanned(self) -> int:
+        """The latest samples the scans for a rise read: the window, at most ``window_size`` of it (a window grown
+        on a stationary stream, see :meth:`_hold`, would pool more of the errors before a change)."""
+        return min(len(self.window), self.params["window_size"])
 
     def _recent_rise(self, llr: float, after: int) -> tuple[float, int]:
         """The strongest rise of the forest's errors in the window (``llr`` and ``after``: :meth:`_rise`'s) or in
@@ -759,7 +803,7 @@ class ForestDriver:
         samples (ADWIN signalled it 139 samples after the change); against those of its latest half or quarter,
         the window was cut 23 samples after the change."""
         w = self.window
-        length = len(w)
+        length = self._scanned
         for _ in range(RISE_SPANS - 1):
             length //= 2
             if length < 4 * RISE_MIN:
@@ -1142,6 +1186,10 @@ class ForestDriver:
         """The forest's training set: the window (``trim``: the samples :meth:`_training_order` gives)."""
         w = self.window
         order = self._training_order() if trim else w.order()
+        if self._grows_window and not self._backs_off:
+            # Whether the forest is stale matters once the window is full (see _hold), and takes STALE_MIN scored
+            # samples to tell: the out-of-bag votes cost about 8% of the time (they change no tree).
+            self.forest.set_params(oob_score=len(w) >= self.params["window_size"] - STALE_MIN)
         self.forest.set_samples(self._columns(self._forest_keys, order), w.labels(order))
 
     def _add_keys(self, ready: np.ndarray) -> None:

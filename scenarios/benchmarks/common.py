@@ -78,6 +78,17 @@ def add_long_window(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--long-window", type=above_one, default=None,
                     help="ours' long_window: a second forest on a window this many times as long, the one with fewer "
                          "recent errors predicting (default: one window)")
+    ap.add_argument("--window-growth", type=float, default=None,
+                    help="ours' window_growth: how far the window may grow while the forest is not stale "
+                         "(default: the estimator's)")
+
+
+def window_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Ours' options from :func:`add_long_window`'s arguments (those left at their default are not passed)."""
+    options: dict[str, Any] = {"long_window": args.long_window}
+    if args.window_growth is not None:
+        options["window_growth"] = args.window_growth
+    return options
 
 
 def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], out: Path, check: str,

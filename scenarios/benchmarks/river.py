@@ -67,7 +67,7 @@ import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
 
-from scenarios.benchmarks.common import add_long_window, environment, int_list
+from scenarios.benchmarks.common import add_long_window, environment, int_list, window_options
 from streamforest.connectors.river import ForestClassifier, ForestEncoder
 from streamforest.metrics import roc_auc
 
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--recovery-reps must be a positive integer, got {args.recovery_reps}")
     if args.refresh_backoff < 1:
         ap.error(f"--refresh-backoff must be a positive integer, got {args.refresh_backoff}")
-    options = {"refresh_backoff": args.refresh_backoff, "long_window": args.long_window}
+    options = {"refresh_backoff": args.refresh_backoff, **window_options(args)}
 
     table, multiclass = load_datasets(args.quick), multiclass_datasets(args.quick)
     names = [*table, *multiclass] if not args.only else [n for n in args.only.split(",") if n]

@@ -41,7 +41,7 @@ import numpy as np
 from river import datasets, forest
 from river.datasets import synth
 
-from scenarios.benchmarks.common import add_long_window, stream_arguments, stream_draws, stream_outcome
+from scenarios.benchmarks.common import add_long_window, stream_arguments, stream_draws, stream_outcome, window_options
 from scenarios.benchmarks.river import exact_auc, led_drift, multiclass_score, progressive, switch, warm_up
 from streamforest.connectors.river import ForestClassifier
 
@@ -123,15 +123,15 @@ def multiclass_run(model: Any, samples: list[Sample]) -> dict[str, float]:
     return {"accuracy": acc, "kappa": kappa, "sps": sps}
 
 
-def run_stream(name: str, data_seed: int, reps: int, long_window: float | None = None) -> dict[str, Any]:
-    """Both models with the model seeds 1..``reps`` on one draw of ``name`` (ours with ``long_window``): the means
+def run_stream(name: str, data_seed: int, reps: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Both models with the model seeds 1..``reps`` on one draw of ``name`` (ours with ``options``): the means
     over the seeds."""
     description, load = STREAMS[name]
     samples = load(data_seed)
     run = binary_run if name in BINARY else multiclass_run
     runs: dict[str, list[dict]] = {"ours": [], "arf": []}
     for seed in range(1, reps + 1):
-        runs["ours"].append(run(ForestClassifier(seed=seed, long_window=long_window), samples))
+        runs["ours"].append(run(ForestClassifier(seed=seed, **(options or {})), samples))
         runs["arf"].append(run(forest.ARFClassifier(seed=seed), samples))
     row: dict[str, Any] = {"stream": name, "description": description, "data_seed": data_seed,
                            "binary": name in BINARY, "n_samples": len(samples)}
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'ARF':>6} {'ratio':>5}")
     rows = []
     for name, data_seed in stream_draws(names, args.data_seeds, BUNDLED):
-        r = run_stream(name, data_seed, args.reps, args.long_window)
+        r = run_stream(name, data_seed, args.reps, window_options(args))
         rows.append(r)
         seed = "-" if name in BUNDLED else str(data_seed)
         if r["binary"]:
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
 
     missed = [f"{r['stream']}:{r['data_seed']}" for r in rows if r["accuracy_ours"] < r["accuracy_arf"]]
     return stream_outcome(args, {"river": river.__version__}, {"ours": "ForestClassifier() defaults",
-                                                                "long_window": args.long_window,
+                                                                **window_options(args),
                                                                 "arf": "ARFClassifier() defaults", "rows": rows},
                           missed, "accuracy below ARF's")
 
