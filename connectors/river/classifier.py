@@ -18,7 +18,8 @@ class ForestClassifier(WindowForest, base.Classifier):
     Binary and multiclass. How the sample stream drives the forest:
 
     * every labelled sample goes into a bounded window of the last ``window_size`` (numpy columns, one per key;
-      a sample that lacks a key holds a missing value there);
+      a sample that lacks a key holds a missing value there), up to ``window_growth`` times as many while the
+      forest is not stale;
     * while a single class has been seen there is no forest, and ``predict_proba_one`` returns the label prior
       seen so far (an empty dict before any label); from the second class to ``grace_period`` samples,
       provisional forests grown on the window predict, their leaves of one or two samples, their probabilities
