@@ -128,7 +128,7 @@ class ForestClassifier(WindowForest, base.Classifier):
         ``window_size`` again. A stationary concept is then learned from more samples (Sine's curved boundary keeps
         sharpening), a moving one (RandomRBF's drifting centroids) from as few as before. On the 19 streams of
         ``scenarios.benchmarks.river_families``, 2 (the default) against 1 made 1.3% and 3.1% fewer errors (data
-        seeds 1-2 and 3-4) at about 6% more time, the out-of-bag votes' cost (README); the window's arrays take
+        seeds 1-2 and 3-4) at 4-7% more time, the out-of-bag votes' cost (README); the window's arrays take
         ``window_growth`` times the room. It reads the errors the drift detector is fed: with ``drift.NoDrift()``
         the window holds ``window_size``, as with ``long_window``.
     seed
