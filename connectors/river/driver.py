@@ -474,19 +474,24 @@ class ForestDriver:
         """While the forest is not stale (see :meth:`_backoff`), the window keeps its older samples, up to its
         size; once it is, by :data:`HOLD_Z` standard errors, the window holds ``window_size`` again (in between it
         keeps what it holds)."""
-        w = self.window
+        w, size = self.window, self.params["window_size"]
+        excess = self._mean_excess()
+        if excess is None or excess[0] > HOLD_Z * excess[1]:
+            w.hold(size)
+        elif excess[0] <= 0:
+            w.hold(w.size)
+        else:
+            w.hold(max(len(w), size))
+
+    def _mean_excess(self) -> tuple[float, float] | None:
+        """The mean of the forest's latest errors less the out-of-bag error predicted for it (see
+        :meth:`_note_staleness`) and its standard error; None before :data:`STALE_MIN` are scored since the forest
+        started or the window was cut, and through a transition."""
         m = min(self._n_excess, self._excess.size)
         if m < STALE_MIN or self._old is not None:
-            w.hold(self.params["window_size"])
-            return
+            return None
         excess = self._excess[:m]
-        mean = float(excess.mean())
-        if mean <= 0:
-            w.hold(w.size)
-        elif mean > HOLD_Z * float(excess.std()) / math.sqrt(m):
-            w.hold(self.params["window_size"])
-        else:
-            w.hold(max(len(w), self.params["window_size"]))
+        return float(excess.mean()), float(excess.std()) / math.sqrt(m)
 
     @property
     def _backs_off(self) -> bool:
@@ -640,8 +645,8 @@ class ForestDriver:
         if not self._backs_off:
             return
         every = self.params["refresh_every"]
-        m = min(self._n_excess, self._excess.size)
-        calm = m >= STALE_MIN and self._excess[:m].mean() <= 0 and self._old is None
+        excess = self._mean_excess()
+        calm = excess is not None and excess[0] <= 0
         self._every = min(2 * self._every, self.params["refresh_backoff"] * every) if calm else every
 
     def _reset_backoff(self) -> None:

@@ -5,7 +5,7 @@ one row per key ever seen (in order of first sight) and one slot per sample: a n
 where a sample lacks it), a nominal key's (a key whose first value is a string) as objects (None where absent).
 It also counts, per key, how many samples of the window have it, so that a key's arrival in the forest can wait
 until enough samples carry it. After a concept drift the window can forget all but its latest samples
-(:meth:`SampleWindow.forget`); it then refills up to ``size``, and can hold again those of the forgotten samples no
+(:meth:`SampleWindow.forget`); it then refills up to its limit, and can hold again those of the forgotten samples no
 later one has overwritten (:meth:`SampleWindow.recall`).
 """
 
@@ -155,21 +155,11 @@ class SampleWindow:
                 added.append(j)
 
         slot = self.n_seen % self.size
-        n = self.n_keys
         if self.limit < self.size and self.n_seen - self._first >= self.limit:
             # The oldest held sample leaves before the ring comes round to its slot.
-            old = (self.n_seen - self.limit) % self.size
-            self._count[:n] -= self._present[:n, old]
-            self._present[:n, old] = False
-            self._values[:n, old] = np.nan
-            self._objects[:n, old] = None
+            self._clear((self.n_seen - self.limit) % self.size)
             self._first = self.n_seen - self.limit + 1
-        if self.n_seen >= self.size:
-            self._count[:n] -= self._present[:n, slot]
-        self._present[:n, slot] = False
-        self._values[:n, slot] = np.nan
-        if self._has_nominal:  # the object rows of numeric keys only ever hold None
-            self._objects[:n, slot] = None
+        self._clear(slot)
         values, objects, present, count, nominal = self._values, self._objects, self._present, self._count, self.nominal
         for j, v in writes:
             if nominal[j]:
@@ -182,6 +172,15 @@ class SampleWindow:
         self._y[slot] = y
         self.n_seen += 1
         return added
+
+    def _clear(self, slot: int) -> None:
+        """Empty one slot (a slot never written holds no key: nothing to uncount)."""
+        n = self.n_keys
+        self._count[:n] -= self._present[:n, slot]
+        self._present[:n, slot] = False
+        self._values[:n, slot] = np.nan
+        if self._has_nominal:  # the object rows of numeric keys only ever hold None
+            self._objects[:n, slot] = None
 
     def order(self, last: int | None = None) -> np.ndarray:
         """Slots of the held samples (of the ``last`` latest only, if given), oldest first."""
