@@ -475,23 +475,21 @@ class ForestDriver:
         size; once it is, by :data:`HOLD_Z` standard errors, the window holds ``window_size`` again (in between it
         keeps what it holds)."""
         w, size = self.window, self.params["window_size"]
-        excess = self._mean_excess()
-        if excess is None or excess[0] > HOLD_Z * excess[1]:
-            w.hold(size)
-        elif excess[0] <= 0:
+        excess = self._latest_excess()
+        mean = None if excess is None else float(excess.mean())
+        if mean is not None and mean <= 0:
             w.hold(w.size)
+        elif mean is None or mean > HOLD_Z * float(excess.std()) / math.sqrt(excess.size):
+            w.hold(size)
         else:
             w.hold(max(len(w), size))
 
-    def _mean_excess(self) -> tuple[float, float] | None:
-        """The mean of the forest's latest errors less the out-of-bag error predicted for it (see
-        :meth:`_note_staleness`) and its standard error; None before :data:`STALE_MIN` are scored since the forest
-        started or the window was cut, and through a transition."""
+    def _latest_excess(self) -> np.ndarray | None:
+        """The forest's latest errors less the out-of-bag error predicted for each (see :meth:`_note_staleness`); None
+        before :data:`STALE_MIN` are scored since the forest started or the window was cut, and through a
+        transition."""
         m = min(self._n_excess, self._excess.size)
-        if m < STALE_MIN or self._old is not None:
-            return None
-        excess = self._excess[:m]
-        return float(excess.mean()), float(excess.std()) / math.sqrt(m)
+        return None if m < STALE_MIN or self._old is not None else self._excess[:m]
 
     @property
     def _backs_off(self) -> bool:
@@ -645,8 +643,8 @@ class ForestDriver:
         if not self._backs_off:
             return
         every = self.params["refresh_every"]
-        excess = self._mean_excess()
-        calm = excess is not None and excess[0] <= 0
+        excess = self._latest_excess()
+        calm = excess is not None and excess.mean() <= 0
         self._every = min(2 * self._every, self.params["refresh_backoff"] * every) if calm else every
 
     def _reset_backoff(self) -> None:
