@@ -61,8 +61,9 @@ at a time, and new keys among them. The driver turns the one into the other:
    rest). Neither a cut nor such a refresh comes while the current forest has not erred, on the samples after that
    change point, where the old forest erred too (:meth:`ForestDriver._misled`): the samples before it do not mislead
    that forest, and a rise of the old forest's errors on the settled new concept is a run of noise. Any other
-   refresh through the transition learns the window's latest half twice, and replaces every older generation while
-   the old forest errs often (:data:`TRANSITION_RECENT`, :data:`REPLACE_OLD_ERROR`). A transition ends soon
+   refresh through the transition learns the samples the old forest got wrong three times (the new concept's where
+   the two disagree), and replaces every older generation while the old forest errs often
+   (:data:`TRANSITION_WRONG`, :data:`REPLACE_OLD_ERROR`). A transition ends soon
    (:data:`TRANSITION_SHARE`): over a long one, the scan mistook runs of errors
    on the settled new concept for rises. After an abrupt change the old forest's
    error rises once: a further cut at most trims the few samples from before it that the first one kept. On
@@ -228,18 +229,22 @@ TRANSITION_RISE_LLR = 5.0
 TRIM_LLR = 1.0
 TRIM_MIN = 32
 #: Through a classifier's transition, a refresh that learns from the whole window (no trim, see :data:`TRIM_LLR`)
-#: takes its latest samples (this share of them) twice; while the old concept's forest errs on at least
-#: :data:`REPLACE_OLD_ERROR` of the window's samples it scored, the refresh's generation replaces every older one. The
-#: new concept's share grows along the window, and a generation grown on it all, outvoted by older ones grown on fewer
-#: of the new concept's samples, voted for the old concept where the new one already dominated. On gradual STAGGER
-#: over 200 samples at 1,400 (data seeds 409, 431, 503 and 521, model seeds 1-5), errors 1,445 (ARF 1,389) -> 1,419
-#: with the latest half twice, 1,344 with every transition's refresh replacing the older generations as well, 1,350
-#: with the condition on the old forest's error. Without it, SEA's changes (whose concepts disagree on few samples:
-#: the old forest errs on about a tenth of the new ones) erred more, the older generations' votes averaging out
-#: noise: over the 96 changes of ``scenarios.benchmarks.river`` and 48 on the fresh seeds 601 and 607, SEA's erred 38
-#: and 48 more times than before either change, with the condition 8 and 2 more (STAGGER's 16 and 31 fewer, with the
-#: condition 10 and 32 fewer; all 144: 147 fewer and 7 more, with the condition 176 and 47 fewer).
-TRANSITION_RECENT = 0.5
+#: takes the samples the old concept's forest got wrong this many more times; while the old concept's forest errs on
+#: at least :data:`REPLACE_OLD_ERROR` of the window's samples it scored, the refresh's generation replaces every older
+#: one. Where the two concepts disagree, the old forest errs on the new concept's samples and gets the old concept's
+#: right: the window since the cut mixes both, and a generation grown on it as it is voted for the old concept where
+#: the new one already dominated. Learned three times, the new concept's samples outvote the old concept's left in
+#: the window from the middle of the transition on, wherever they lie in it. Errors in total, STAGGER, SEA and Agrawal
+#: (0 -> 2; also 4 -> 7 on the first set): on the 15 changes where it was chosen (seeds 11-191, widths 1 to 400, model
+#: seeds 1-3; ARF 56,933), 21,155 against 21,532 with these samples twice and 21,994 with the window's latest half
+#: twice; on 24 changes never used for it (seeds 211-251 at 1,300 and 2,600, widths 1, 100 and 300, model seeds 1-2;
+#: ARF 41,208), 15,091 against 15,343 and 15,553. The replacement: on gradual STAGGER over 200 samples at 1,400 (data
+#: seeds 409, 431, 503 and 521, model seeds 1-5; ARF 1,389), 1,344 errors with every transition's refresh replacing
+#: the older generations, 1,419 with none. With the condition on the old forest's error, 1,350: SEA's changes (whose
+#: concepts disagree on few samples: the old forest errs on about a tenth of the new ones) erred more without it, the
+#: older generations' votes averaging out noise (over the 96 changes of ``scenarios.benchmarks.river`` and 48 on the
+#: fresh seeds 601 and 607, SEA's 38 and 48 more errors, with the condition 8 and 2 more).
+TRANSITION_WRONG = 2
 REPLACE_OLD_ERROR = 0.25
 #: Through a transition, the old concept's forest and the current one are both scored on every new sample; the old
 #: one predicts while it erred on at least :data:`DUEL_MARGIN` fewer of the last :data:`DUEL_ERRORS` (see
@@ -1102,7 +1107,7 @@ class ForestDriver:
     def _training_order(self) -> np.ndarray:
         """The window's slots a refresh learns from, oldest first: the whole window, or through a gradual change the
         samples after the most likely rise of the old concept's errors (see :data:`TRIM_LLR`; the whole window if
-        those hold one class only), the latest :data:`TRANSITION_RECENT` of them a second time."""
+        those hold one class only), those the old concept's forest got wrong :data:`TRANSITION_WRONG` more times."""
         w = self.window
         order = w.order()
         if self._old is None or self.regression:
@@ -1113,7 +1118,8 @@ class ForestDriver:
             trimmed = order[order.size - after:]
             if self._misled(after) and np.unique(w.labels(trimmed)).size > 1:
                 return trimmed
-        return np.concatenate([order, order[order.size - int(order.size * TRANSITION_RECENT):]])
+        wrong = order[self._old_errors[order] > 0]  # NaN (not scored by the old forest) compares False
+        return np.concatenate([order, *[wrong] * TRANSITION_WRONG])
 
     def _sifted(self, order: np.ndarray) -> np.ndarray:
         """``order`` (the window's slots, oldest first) without the samples since the drift that a generation grown

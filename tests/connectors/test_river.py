@@ -594,7 +594,7 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     # STAGGER rule 0 -> 2 over a transition of 100 samples: the drift is detected while both rules still mix, and
     # a forest grown on the mixed samples would go on voting for the old rule. The old rule's forest follows the
     # transition and cuts the window again while its error rises: 50 to 150 samples after the middle of the
-    # transition, ours is right on 96% of the samples (68% with the first cut alone).
+    # transition, ours is right on 98% of the samples (68% with the first cut alone, when measured).
     from scenarios.benchmarks.river import drift_stream, progressive
 
     accuracies = []
@@ -602,7 +602,7 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
         model = ForestClassifier(seed=0)
         _, _, right = progressive(model, drift_stream("stagger", position, width=100, n=position + 200, seed=seed))
         accuracies.append(right[position + 50 : position + 150].mean())
-        assert model.n_drifts_detected == 1
+        assert model._driver.n_cuts > model.n_drifts_detected >= 1
     assert np.mean(accuracies) > 0.88
 
 
@@ -680,7 +680,7 @@ def test_through_a_gradual_change_a_refresh_learns_from_the_samples_after_the_ol
     def noting(self):
         order = order_of(self)
         whole = self.window.order()
-        if order.size < whole.size:
+        if self._old is not None and order.size < whole.size:  # after the transition, a sift leaves out others
             dropped = self._old_errors[whole[: whole.size - order.size]]
             trims.append((np.nanmean(dropped), np.nanmean(self._old_errors[order])))
         return order
@@ -1245,12 +1245,12 @@ def test_the_forest_takes_new_bins_as_the_window_doubles():
     assert all(d == 1 and g == driver.REBIN_GENERATIONS and r for d, _, g, r in starts[3:])
 
 
-def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_replace_while_the_old_forest_errs(
-        monkeypatch):
+def test_through_a_transition_refreshes_learn_the_old_forests_errors_thrice_and_replace_while_it_errs(monkeypatch):
     # STAGGER rule 0 -> 2 over 200 samples at 1,400: the window kept after the drift mixes both rules, the new one's
-    # share growing along it. A refresh through the transition takes the latest half of its samples twice, and while
-    # the old rule's forest errs on a quarter of them its generation replaces the older ones (grown on fewer of the
-    # new rule's samples): ours errs less from the middle of the change on than with neither.
+    # share growing along it. A refresh through the transition takes the samples the old rule's forest got wrong (the
+    # new rule's where the two disagree) three times, and while that forest errs on a quarter of them its generation
+    # replaces the older ones (grown on fewer of the new rule's samples): ours errs less from the middle of the change
+    # on than with neither.
     from scenarios.benchmarks.river import drift_stream, progressive
 
     stream = drift_stream("stagger", 1400, width=200, n=1700, seed=409)
@@ -1267,7 +1267,9 @@ def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_repla
     def ordering(self):
         order = training_order(self)
         if self._old is not None:
-            orders.append((order.size, np.unique(order).size, len(self.window)))
+            held = self.window.order()
+            wrong = int(np.sum(self._old_errors[held] > 0))
+            orders.append((order.size, np.unique(order).size, len(self.window), wrong))
         return order
 
     monkeypatch.setattr(driver.ForestDriver, "_refresh", noting)
@@ -1275,10 +1277,11 @@ def test_through_a_transition_refreshes_learn_the_latest_samples_twice_and_repla
     right = progressive(ForestClassifier(seed=1), stream)[2]
     assert any(often for often, _ in notes) and all(n == 1 for often, n in notes if often)
     assert any(n > 1 for often, n in notes if not often)
-    whole = [(size, unique) for size, unique, n in orders if unique == n]
-    assert whole and all(size == unique + unique // 2 for size, unique in whole)
+    whole = [(size, unique, wrong) for size, unique, n, wrong in orders if unique == n]
+    assert whole and all(size == unique + driver.TRANSITION_WRONG * wrong for size, unique, wrong in whole)
+    assert any(wrong for _, _, wrong in whole)
     monkeypatch.setattr(driver, "REPLACE_OLD_ERROR", 2.0)
-    monkeypatch.setattr(driver, "TRANSITION_RECENT", 0.0)
+    monkeypatch.setattr(driver, "TRANSITION_WRONG", 0)
     right_without = progressive(ForestClassifier(seed=1), stream)[2]
     assert right[1400:].sum() > right_without[1400:].sum()
 
