@@ -67,7 +67,7 @@ at a time, and new keys among them. The driver turns the one into the other:
    (:data:`TRANSITION_SHARE`): over a long one, the scan mistook runs of errors
    on the settled new concept for rises. After an abrupt change the old forest's
    error rises once: a further cut at most trims the few samples from before it that the first one kept. On
-   STAGGER with a transition of 100 samples at sample 1,000, ours recovers in 49 samples (ARF: 46;
+   STAGGER with a transition of 100 samples at sample 1,000, ours recovers in 45 samples (ARF: 46;
    ``scenarios.benchmarks.river``). Through the transition both forests are scored on every new sample, and the
    old one predicts while it erred on :data:`DUEL_MARGIN` fewer of the last :data:`DUEL_ERRORS` than the current
    one (:meth:`ForestDriver._note_duel`): early in a long transition the old concept still dominates, and a
