@@ -228,22 +228,22 @@ TRANSITION_RISE_LLR = 5.0
 #: and 263 (96 changes) SEA and Agrawal 78 more, STAGGER 26 fewer.
 TRIM_LLR = 1.0
 TRIM_MIN = 32
-#: Through a classifier's transition, a refresh that learns from the whole window (no trim, see :data:`TRIM_LLR`)
-#: takes the samples the old concept's forest got wrong this many more times; while the old concept's forest errs on
-#: at least :data:`REPLACE_OLD_ERROR` of the window's samples it scored, the refresh's generation replaces every older
-#: one. Where the two concepts disagree, the old forest errs on the new concept's samples and gets the old concept's
-#: right: the window since the cut mixes both, and a generation grown on it as it is voted for the old concept where
-#: the new one already dominated. Learned three times, the new concept's samples outvote the old concept's left in
-#: the window from the middle of the transition on, wherever they lie in it. Errors in total, STAGGER, SEA and Agrawal
-#: (0 -> 2; also 4 -> 7 on the first set): on the 15 changes where it was chosen (seeds 11-191, widths 1 to 400, model
-#: seeds 1-3; ARF 56,933), 21,155 against 21,532 with these samples twice and 21,994 with the window's latest half
-#: twice; on 24 changes never used for it (seeds 211-251 at 1,300 and 2,600, widths 1, 100 and 300, model seeds 1-2;
-#: ARF 41,208), 15,091 against 15,343 and 15,553. The replacement: on gradual STAGGER over 200 samples at 1,400 (data
-#: seeds 409, 431, 503 and 521, model seeds 1-5; ARF 1,389), 1,344 errors with every transition's refresh replacing
-#: the older generations, 1,419 with none. With the condition on the old forest's error, 1,350: SEA's changes (whose
-#: concepts disagree on few samples: the old forest errs on about a tenth of the new ones) erred more without it, the
-#: older generations' votes averaging out noise (over the 96 changes of ``scenarios.benchmarks.river`` and 48 on the
-#: fresh seeds 601 and 607, SEA's 38 and 48 more errors, with the condition 8 and 2 more).
+#: Through a classifier's transition, a refresh that learns from the whole window (no trim, see :data:`TRIM_LLR`) takes
+#: the samples the old concept's forest got wrong this many more times; while the old concept's forest errs on at least
+#: :data:`REPLACE_OLD_ERROR` of the window's samples it scored, the refresh's generation replaces every older one. Where
+#: the two concepts disagree, the old forest errs on the new concept's samples and gets the old concept's right: the
+#: window since the cut mixes both, and a generation grown on it as it is voted for the old concept where the new one
+#: already dominated. Learned three times, the new concept's samples outvote the old concept's left in the window from
+#: the middle of the transition on, wherever they lie in it. Errors in total, STAGGER, SEA and Agrawal (0 -> 2; also
+#: 4 -> 7 on the first set): on the 15 changes where it was chosen (seeds 11-191, widths 1 to 400, model seeds 1-3; ARF
+#: 56,933), 21,155 against 21,532 with these samples twice and 21,994 with the window's latest half twice; on 24 changes
+#: never used for it (seeds 211-251 at 1,300 and 2,600, widths 1, 100 and 300, model seeds 1-2; ARF 41,208), 15,091
+#: against 15,343 and 15,553. The replacement, measured with the window's latest half twice: on gradual STAGGER over 200
+#: samples at 1,400 (data seeds 409, 431, 503 and 521, model seeds 1-5; ARF 1,389), 1,344 errors with every transition's
+#: refresh replacing the older generations, 1,419 with none. With the condition on the old forest's error, 1,350: SEA's
+#: changes (whose concepts disagree on few samples: the old forest errs on about a tenth of the new ones) erred more
+#: without it, the older generations' votes averaging out noise (over the 96 changes of ``scenarios.benchmarks.river``
+#: and 48 on the fresh seeds 601 and 607, SEA's 38 and 48 more errors, with the condition 8 and 2 more).
 TRANSITION_WRONG = 2
 REPLACE_OLD_ERROR = 0.25
 #: Through a transition, the old concept's forest and the current one are both scored on every new sample; the old
@@ -1105,9 +1105,10 @@ class ForestDriver:
         return {name: "nominal" for key, name in self._forest_keys if w.nominal[w.index[key]]}
 
     def _training_order(self) -> np.ndarray:
-        """The window's slots a refresh learns from, oldest first: the whole window, or through a gradual change the
-        samples after the most likely rise of the old concept's errors (see :data:`TRIM_LLR`; the whole window if
-        those hold one class only), those the old concept's forest got wrong :data:`TRANSITION_WRONG` more times."""
+        """The window's slots a refresh learns from, oldest first: the window (sifted after a transition, see
+        :meth:`_sifted`); through a transition, the samples after the most likely rise of the old concept's errors
+        where the current forest was misled (see :data:`TRIM_LLR`), else the window and then the samples the old
+        concept's forest got wrong :data:`TRANSITION_WRONG` more times."""
         w = self.window
         order = w.order()
         if self._old is None or self.regression:

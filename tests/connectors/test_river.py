@@ -594,7 +594,7 @@ def test_through_a_gradual_change_the_window_is_cut_past_the_mixed_samples():
     # STAGGER rule 0 -> 2 over a transition of 100 samples: the drift is detected while both rules still mix, and
     # a forest grown on the mixed samples would go on voting for the old rule. The old rule's forest follows the
     # transition and cuts the window again while its error rises: 50 to 150 samples after the middle of the
-    # transition, ours is right on 98% of the samples (68% with the first cut alone, when measured).
+    # transition, ours is right on 98% of the samples.
     from scenarios.benchmarks.river import drift_stream, progressive
 
     accuracies = []
