@@ -63,8 +63,9 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
-def add_long_window(ap: argparse.ArgumentParser) -> None:
-    """The option ``--long-window``: ours' ``long_window`` (a number above 1; default: one window)."""
+def add_window_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ours' windows: ``--long-window`` (``long_window``, a number above 1; default: one window) and
+    ``--window-growth`` (``window_growth``; default: the estimator's)."""
 
     def above_one(text: str) -> float:
         try:
@@ -84,7 +85,7 @@ def add_long_window(ap: argparse.ArgumentParser) -> None:
 
 
 def window_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Ours' options from :func:`add_long_window`'s arguments (those left at their default are not passed)."""
+    """Ours' options from :func:`add_window_arguments`'s arguments (those left at their default are not passed)."""
     options: dict[str, Any] = {"long_window": args.long_window}
     if args.window_growth is not None:
         options["window_growth"] = args.window_growth

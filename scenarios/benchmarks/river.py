@@ -67,7 +67,7 @@ import numpy as np
 from river import datasets, evaluate, forest, linear_model, metrics, optim
 from river.datasets import synth
 
-from scenarios.benchmarks.common import add_long_window, environment, int_list, window_options
+from scenarios.benchmarks.common import add_window_arguments, environment, int_list, window_options
 from streamforest.connectors.river import ForestClassifier, ForestEncoder
 from streamforest.metrics import roc_auc
 
@@ -437,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-backoff", type=int, default=1,
                     help="ours' refresh_backoff: how far the interval between refreshes may grow while the forest is "
                          "not stale (default 1: it does not)")
-    add_long_window(ap)
+    add_window_arguments(ap)
     args = ap.parse_args(argv)
     if args.recovery_reps < 1:
         ap.error(f"--recovery-reps must be a positive integer, got {args.recovery_reps}")

@@ -41,7 +41,13 @@ import numpy as np
 from river import datasets, forest
 from river.datasets import synth
 
-from scenarios.benchmarks.common import add_long_window, stream_arguments, stream_draws, stream_outcome, window_options
+from scenarios.benchmarks.common import (
+    add_window_arguments,
+    stream_arguments,
+    stream_draws,
+    stream_outcome,
+    window_options,
+)
 from scenarios.benchmarks.river import exact_auc, led_drift, multiclass_score, progressive, switch, warm_up
 from streamforest.connectors.river import ForestClassifier
 
@@ -156,7 +162,7 @@ def summary(rows: list[dict], key: str, lower_is_better: bool = False) -> str:
 def main(argv: list[str] | None = None) -> int:
     args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_families.json"),
                                    "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has",
-                                   extra=add_long_window)
+                                   extra=add_window_arguments)
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")
