@@ -1124,8 +1124,9 @@ class ForestDriver:
         llr, after = self._rise(self._old_errors)
         if llr > TRIM_LLR and after >= TRIM_MIN:
             after = min(order.size, after + max(0, w.n_seen - self._scored))  # the latest samples, not yet scored
-            if self._misled(after) and np.unique(w.labels(order[order.size - after:])).size > 1:
-                order = order[order.size - after:]
+            latest = order[order.size - after:]
+            if self._misled(after) and np.unique(w.labels(latest)).size > 1:
+                order = latest
         wrong = order[self._old_errors[order] > 0]  # NaN (not scored by the old forest) compares False
         return np.concatenate([order, *[wrong] * TRANSITION_WRONG])
 
