@@ -13,7 +13,17 @@ was looked at on, to see whether the figures hold beyond the cases they were bui
 * multiclass: River's bundled ImageSegments (7 classes), RandomRBF (6 classes, 15 features), RandomTree (4 classes)
   and LEDDrift switching abruptly from no drifting feature to 3.
 
-Each generator draws from ``data_seed`` (a change's second concept from the next seed). Ours
+With ``--changes``, changes of other shapes instead (their names start a row; ``--only`` takes names of both sets):
+
+* binary: a RandomTree concept swapped for another RandomTree's, abruptly at 2,000 and over 600 samples at 2,500;
+  a RandomRBF concept swapped for another's; Agrawal 2 -> 6 with features perturbed by 10%; SEA 0 -> 3 over 400
+  samples and SEA 1 -> 2 abruptly, both with 10% label noise; Mixed 1 -> 0 over 1,500 samples; Sine 1 -> 3 with two
+  noise features; STAGGER 2 -> 1 with balanced classes over 300 samples; Agrawal 0 -> 1 -> 2 (abrupt, at 1,500 and
+  3,000); Agrawal 3 -> 9;
+* multiclass: RandomRBF swapped for another (4 classes), RandomTree swapped for another over 300 samples (3 classes).
+
+Each generator draws from ``data_seed`` (a change's second concept from the next seed; a swapped generator's concept
+from ``data_seed + 100``). Ours
 (:class:`streamforest.connectors.river.ForestClassifier`, with ``--long-window`` its ``long_window``) and
 ``river.forest.ARFClassifier``, both with default parameters, run interleaved with the model seeds 1..``--reps`` on
 the same samples (predict, then learn). A binary row holds the means over the model seeds of River's ``ROCAUC`` (10
@@ -24,11 +34,12 @@ least ARF's, with the worst and the mean difference.
 Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on every row.
 
     python -m scenarios.benchmarks.river_families [--reps 3] [--data-seeds 1,2] [--only sine01,imagesegments]
-        [--check] [--long-window 2]
+        [--changes] [--check] [--long-window 2]
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import statistics
 import sys
@@ -107,6 +118,56 @@ STREAMS = {**BINARY, **MULTICLASS}
 BUNDLED = ("imagesegments",)
 
 
+def _random_tree(s: int, classes: int, numeric: int, nominal: int, seed_sample: int) -> synth.RandomTree:
+    return synth.RandomTree(seed_tree=s, seed_sample=seed_sample, n_classes=classes, n_num_features=numeric,
+                            n_cat_features=nominal, max_tree_depth=5)
+
+
+def _rbf(s: int, classes: int, features: int, seed_sample: int) -> synth.RandomRBF:
+    return synth.RandomRBF(seed_model=s, seed_sample=seed_sample, n_classes=classes, n_features=features,
+                           n_centroids=20)
+
+
+#: Changes of other shapes (``--changes``): a generator's concept swapped for another draw of the same generator
+#: (every split or centroid moves), label noise through a change, a slow change, a chain of three concepts.
+CHANGES_BINARY: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
+    "randomtree_swap": ("RandomTree -> another, 4 numeric and 2 nominal features, abrupt at 2,000", lambda s: switch(
+        (_random_tree(s, 2, 4, 2, s + 1), 2000), (_random_tree(s + 100, 2, 4, 2, s + 2), N - 2000))),
+    "randomtree_swap_gradual": ("RandomTree -> another, over 600 at 2,500", lambda s: _gradual(
+        _random_tree(s, 2, 4, 2, s + 1), _random_tree(s + 100, 2, 4, 2, s + 2), 2500, 600, s + 3)),
+    "randomrbf_swap": ("RandomRBF -> another, 10 features, abrupt at 2,500", lambda s: switch(
+        (_rbf(s, 2, 10, s + 1), N // 2), (_rbf(s + 100, 2, 10, s + 2), N // 2))),
+    "agrawal26_perturbed": ("Agrawal 2 -> 6, features perturbed by 10%, abrupt at 1,500", lambda s: switch(
+        (synth.Agrawal(2, perturbation=0.1, seed=s), 1500),
+        (synth.Agrawal(6, perturbation=0.1, seed=s + 1), N - 1500))),
+    "sea03_noise_gradual": ("SEA 0 -> 3, 10% label noise, over 400 at 2,000", lambda s: _gradual(
+        synth.SEA(0, noise=0.1, seed=s), synth.SEA(3, noise=0.1, seed=s + 1), 2000, 400, s + 2)),
+    "sea12_noise": ("SEA 1 -> 2, 10% label noise, abrupt at 2,500", lambda s: switch(
+        (synth.SEA(1, noise=0.1, seed=s), N // 2), (synth.SEA(2, noise=0.1, seed=s + 1), N // 2))),
+    "mixed10_slow": ("Mixed 1 -> 0 over 1,500 at 2,500", lambda s: _gradual(
+        synth.Mixed(1, seed=s), synth.Mixed(0, seed=s + 1), 2500, 1500, s + 2)),
+    "sine13_noise": ("Sine 1 -> 3, two noise features, abrupt at 1,800", lambda s: switch(
+        (synth.Sine(1, has_noise=True, seed=s), 1800), (synth.Sine(3, has_noise=True, seed=s + 1), N - 1800))),
+    "stagger21_balanced": ("STAGGER 2 -> 1, balanced classes, over 300 at 2,200", lambda s: _gradual(
+        synth.STAGGER(2, balance_classes=True, seed=s), synth.STAGGER(1, balance_classes=True, seed=s + 1), 2200,
+        300, s + 2)),
+    "agrawal012": ("Agrawal 0 -> 1 -> 2 at 1,500 and 3,000", lambda s: switch(
+        (synth.Agrawal(0, seed=s), 1500), (synth.Agrawal(1, seed=s + 1), 1500), (synth.Agrawal(2, seed=s + 2),
+                                                                                N - 3000))),
+    "agrawal39": ("Agrawal 3 -> 9, abrupt at 2,500", lambda s: switch(
+        (synth.Agrawal(3, seed=s), N // 2), (synth.Agrawal(9, seed=s + 1), N // 2))),
+}
+CHANGES_MULTICLASS: dict[str, tuple[str, Callable[[int], list[Sample]]]] = {
+    "randomrbf4_swap": ("RandomRBF -> another, 4 classes, 8 features, abrupt at 2,500", lambda s: switch(
+        (_rbf(s, 4, 8, s + 1), N // 2), (_rbf(s + 100, 4, 8, s + 2), N // 2))),
+    "randomtree3_swap_gradual": ("RandomTree -> another, 3 classes, 5 numeric features, over 300 at 2,500", lambda s: (
+        _gradual(_random_tree(s, 3, 5, 0, s + 1), _random_tree(s + 100, 3, 5, 0, s + 2), 2500, 300, s + 3))),
+}
+CHANGES = {**CHANGES_BINARY, **CHANGES_MULTICLASS}
+_ALL = {**STREAMS, **CHANGES}
+_BINARY = {*BINARY, *CHANGES_BINARY}
+
+
 def log_loss(samples: list[Sample], probas: list[dict]) -> float:
     """Mean negative log probability of the true class (probabilities clipped at 1e-15; no prediction: log 2)."""
     return statistics.fmean(-math.log(min(max(p.get(y, 0.0), 1e-15), 1.0)) if p else math.log(2)
@@ -132,15 +193,15 @@ def multiclass_run(model: Any, samples: list[Sample]) -> dict[str, float]:
 def run_stream(name: str, data_seed: int, reps: int, options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Both models with the model seeds 1..``reps`` on one draw of ``name`` (ours with ``options``): the means
     over the seeds."""
-    description, load = STREAMS[name]
+    description, load = _ALL[name]
     samples = load(data_seed)
-    run = binary_run if name in BINARY else multiclass_run
+    run = binary_run if name in _BINARY else multiclass_run
     runs: dict[str, list[dict]] = {"ours": [], "arf": []}
     for seed in range(1, reps + 1):
         runs["ours"].append(run(ForestClassifier(seed=seed, **(options or {})), samples))
         runs["arf"].append(run(forest.ARFClassifier(seed=seed), samples))
     row: dict[str, Any] = {"stream": name, "description": description, "data_seed": data_seed,
-                           "binary": name in BINARY, "n_samples": len(samples)}
+                           "binary": name in _BINARY, "n_samples": len(samples)}
     for who, rs in runs.items():
         for key in rs[0]:
             row[f"{key}_{who}"] = statistics.fmean(r[key] for r in rs)
@@ -160,9 +221,16 @@ def summary(rows: list[dict], key: str, lower_is_better: bool = False) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, names = stream_arguments(__doc__, argv, STREAMS, Path("results/benchmarks/river_families.json"),
+    def extra(ap: argparse.ArgumentParser) -> None:
+        add_window_arguments(ap)
+        ap.add_argument("--changes", action="store_true",
+                        help=f"the changes of other shapes ({', '.join(CHANGES)}) rather than the families")
+
+    args, names = stream_arguments(__doc__, argv, _ALL, Path("results/benchmarks/river_families.json"),
                                    "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has",
-                                   extra=add_window_arguments)
+                                   extra=extra)
+    if not args.only:
+        names = list(CHANGES if args.changes else STREAMS)
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")

@@ -1323,6 +1323,26 @@ def test_the_families_benchmark_scores_both_models_on_streams_of_the_families_it
         bench.main(["--only", "nope", "--out", str(out)])
 
 
+def test_the_families_benchmarks_changes_swap_a_concept_for_another_draw_of_its_generator(tmp_path):
+    # ``--changes``: changes of other shapes than the families'; a swapped generator draws its second concept from
+    # ``data_seed + 100``, and label noise stays through the change.
+    import json
+
+    from scenarios.benchmarks import river_families as bench
+
+    assert not set(bench.CHANGES) & set(bench.STREAMS)
+    noisy = bench.CHANGES["sea12_noise"][1](5)
+    assert len(noisy) == bench.N and noisy[:2500] == list(itertools.islice(synth.SEA(1, noise=0.1, seed=5), 2500))
+    swap = bench.CHANGES["randomrbf_swap"][1](5)
+    second = synth.RandomRBF(seed_model=105, seed_sample=7, n_classes=2, n_features=10, n_centroids=20)
+    assert swap[2500:2600] == list(itertools.islice(second, 100))
+    out = tmp_path / "changes.json"
+    assert bench.main(["--changes", "--only", "randomrbf4_swap", "--reps", "1", "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["stream"] == "randomrbf4_swap" and not row["binary"] and row["n_samples"] == bench.N
+    assert row["accuracy_ours"] > 0.5 and "kappa_arf" in row
+
+
 def test_the_river_benchmarks_multiclass_table_scores_both_models_on_the_same_samples():
     # Accuracy and Cohen's kappa of ours and ARF per multiclass stream, medians over the model seeds, speed ratio of
     # the same run; a row's figures are its runs'.
