@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     warm_up()
     print(f"ForestClassifier() against ARFClassifier(), model seeds 1..{args.reps} (means)")
-    print(f"{'stream':<18} {'seed':>4} {'ROCAUC ours':>11} {'ARF':>6} {'exact AUC ours':>14} {'ARF':>6} "
+    print(f"{'stream':<24} {'seed':>4} {'ROCAUC ours':>11} {'ARF':>6} {'exact AUC ours':>14} {'ARF':>6} "
           f"{'accuracy ours':>13} {'ARF':>6} {'log loss / kappa ours':>21} {'ARF':>6} {'samples/s ours':>14} "
           f"{'ARF':>6} {'ratio':>5}")
     rows = []
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             aucs = f"{'':>11} {'':>6} {'':>14} {'':>6}"
             third = f"{r['kappa_ours']:>21.4f} {r['kappa_arf']:>6.4f}"
-        print(f"{name:<18} {seed:>4} {aucs} {r['accuracy_ours']:>13.4f} {r['accuracy_arf']:>6.4f} {third} "
+        print(f"{name:<24} {seed:>4} {aucs} {r['accuracy_ours']:>13.4f} {r['accuracy_arf']:>6.4f} {third} "
               f"{r['sps_ours']:>14,.0f} {r['sps_arf']:>6,.0f} {r['speed_ratio']:>5.1f}", flush=True)
     for line in (summary(rows, "rocauc"), summary(rows, "exact_auc"), summary(rows, "accuracy"),
                  summary(rows, "log_loss", lower_is_better=True), summary(rows, "kappa")):
