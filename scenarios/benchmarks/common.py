@@ -94,10 +94,11 @@ def window_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], out: Path, check: str,
                      one_draw: str, extra: Callable[[argparse.ArgumentParser], Any] | None = None,
-                     ) -> tuple[argparse.Namespace, list[str]]:
+                     default: str | None = None) -> tuple[argparse.Namespace, list[str]]:
     """The options of a benchmark of both models on named streams (``--reps``, ``--data-seeds``, ``--only``,
     ``--out``, ``--check``: ``check`` says what it checks, ``one_draw`` which streams have one draw; ``extra`` adds a
-    benchmark's own), parsed and checked, and the streams chosen."""
+    benchmark's own; ``default`` says which streams run without ``--only`` when not all of them), parsed and
+    checked, and the streams chosen (all of them without ``--only``)."""
     streams = list(streams)
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     if extra is not None:
@@ -105,7 +106,7 @@ def stream_arguments(doc: str, argv: list[str] | None, streams: Iterable[str], o
     ap.add_argument("--reps", type=int, default=3, help="model seeds 1..reps, both models (default 3)")
     ap.add_argument("--data-seeds", type=int_list, default=(1,),
                     help=f"the generators' seeds, one row each (default 1; {one_draw} one row)")
-    ap.add_argument("--only", help=f"comma-separated streams (default: all of {', '.join(streams)})")
+    ap.add_argument("--only", help=f"comma-separated streams among {', '.join(streams)} (default: {default or 'all'})")
     ap.add_argument("--out", type=Path, default=out)
     ap.add_argument("--check", action="store_true", help=check)
     args = ap.parse_args(argv)

@@ -13,7 +13,7 @@ was looked at on, to see whether the figures hold beyond the cases they were bui
 * multiclass: River's bundled ImageSegments (7 classes), RandomRBF (6 classes, 15 features), RandomTree (4 classes)
   and LEDDrift switching abruptly from no drifting feature to 3.
 
-With ``--changes``, changes of other shapes instead (their names start a row; ``--only`` takes names of both sets):
+With ``--changes``, changes of other shapes instead (``--only`` takes the names of either set):
 
 * binary: a RandomTree concept swapped for another RandomTree's, abruptly at 2,000 and over 600 samples at 2,500;
   a RandomRBF concept swapped for another's; Agrawal 2 -> 6 with features perturbed by 10%; SEA 0 -> 3 over 400
@@ -23,13 +23,12 @@ With ``--changes``, changes of other shapes instead (their names start a row; ``
 * multiclass: RandomRBF swapped for another (4 classes), RandomTree swapped for another over 300 samples (3 classes).
 
 Each generator draws from ``data_seed`` (a change's second concept from the next seed; a swapped generator's concept
-from ``data_seed + 100``). Ours
-(:class:`streamforest.connectors.river.ForestClassifier`, with ``--long-window`` its ``long_window``) and
-``river.forest.ARFClassifier``, both with default parameters, run interleaved with the model seeds 1..``--reps`` on
-the same samples (predict, then learn). A binary row holds the means over the model seeds of River's ``ROCAUC`` (10
-thresholds), the exact ROC AUC of the same predictions, accuracy and log loss; a multiclass row accuracy and Cohen's
-kappa; both the samples per second and their ratio. The summary counts, per metric, the rows where ours is at
-least ARF's, with the worst and the mean difference.
+from ``data_seed + 100``). Ours (:class:`streamforest.connectors.river.ForestClassifier`, with ``--long-window`` its
+``long_window``) and ``river.forest.ARFClassifier``, both with default parameters, run interleaved with the model
+seeds 1..``--reps`` on the same samples (predict, then learn). A binary row holds the means over the model seeds of
+River's ``ROCAUC`` (10 thresholds), the exact ROC AUC of the same predictions, accuracy and log loss; a multiclass row
+accuracy and Cohen's kappa; both the samples per second and their ratio. The summary counts, per metric, the rows
+where ours is at least ARF's, with the worst and the mean difference.
 
 Target (``--check`` exits 1 if one fails): ours' accuracy at least ARF's on every row.
 
@@ -228,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args, names = stream_arguments(__doc__, argv, _ALL, Path("results/benchmarks/river_families.json"),
                                    "exit 1 if ours' accuracy is below ARF's on a row", "ImageSegments has",
-                                   extra=extra)
+                                   extra=extra, default="the families; with --changes, the changes")
     if not args.only:
         names = list(CHANGES if args.changes else STREAMS)
 
